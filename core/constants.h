@@ -1,0 +1,46 @@
+// constants.h - every tunable number of the caching allocator, with the reason for its
+// default, in one place. The defaults follow PyTorch's CUDACachingAllocator where users
+// expect its behaviour, and the reference design (../shared/reference/allocator.h) where
+// it is stricter. All of them can be set through LUMA_CONF (see config.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+namespace luma::core {
+
+inline constexpr std::size_t KiB = std::size_t{1} << 10;
+inline constexpr std::size_t MiB = std::size_t{1} << 20;
+inline constexpr std::size_t GiB = std::size_t{1} << 30;
+
+struct AllocatorOptions {
+  // cudaMalloc guarantees 256-byte alignment; every block keeps that promise, so each
+  // request is rounded up to a multiple of it. Must be a power of two.
+  std::size_t alignment = 256;
+  // A split leaves a remainder only when it is at least this big; below it the block is
+  // handed out whole (the reference design's kMinSplit). Multiple of alignment.
+  std::size_t min_split = 256;
+  // No segment is smaller than this (the reference design's kMinSegment): segments are
+  // real driver allocations, and tiny ones waste driver calls and address space.
+  std::size_t min_segment = 1 * MiB;
+  // Requests up to this size are served from the small pool (PyTorch's kSmallSize).
+  std::size_t small_size = 1 * MiB;
+  // Small-pool segments are this big (PyTorch's kSmallBuffer): many small blocks share one.
+  std::size_t small_segment = 2 * MiB;
+  // Large requests below min_large_alloc share a segment of this size (kLargeBuffer).
+  std::size_t large_segment = 20 * MiB;
+  // Large requests at or above this get a segment of their own (kMinLargeAlloc) ...
+  std::size_t min_large_alloc = 10 * MiB;
+  // ... rounded up to a multiple of this (kRoundLarge), the driver's page granularity.
+  std::size_t large_round = 2 * MiB;
+  // Blocks at or above this size are never split for a smaller request, and a request
+  // below it never takes such a block (PyTorch's max_split_size_mb): it keeps huge blocks
+  // whole for huge requests. The default (no limit) splits everything.
+  std::size_t max_split_size = std::numeric_limits<std::size_t>::max();
+  // When the device refuses a segment: release every wholly free cached segment and retry
+  // once before reporting out-of-memory.
+  bool release_on_oom = true;
+};
+
+}  // namespace luma::core

@@ -1,0 +1,162 @@
+// host_device.h - a core::Device over aligned host memory, for tests and demos: a
+// configurable capacity, injected failures, call counters, and fences that the caller
+// completes by hand, so every path of the caching allocator can be driven without a GPU.
+//
+// Header-only and never linked into libluma.so (the shim has its own driver device). It
+// must never be used where real device memory is expected: its segments are host memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "device.h"
+
+namespace luma::core {
+
+class HostDevice final : public Device {
+ public:
+  // capacity: total bytes that may be reserved at once; alignment of every segment base.
+  explicit HostDevice(std::size_t capacity = std::size_t{1} << 30, std::size_t alignment = 256)
+      : capacity_(capacity), alignment_(alignment) {}
+  ~HostDevice() override {
+    for (auto& [base, size] : segments_) std::free(base);
+  }
+  HostDevice(const HostDevice&) = delete;
+  HostDevice& operator=(const HostDevice&) = delete;
+
+  // ---- Device -----------------------------------------------------------------------
+  void* reserve(std::size_t bytes) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++reserve_calls_;
+    if (fail_reserves_ > 0) {
+      --fail_reserves_;
+      return nullptr;
+    }
+    if (bytes == 0 || bytes % alignment_ != 0) {
+      ++contract_violations_;
+      return nullptr;
+    }
+    if (in_use_ > capacity_ || bytes > capacity_ - in_use_) return nullptr;
+    void* p = std::aligned_alloc(alignment_, bytes);
+    if (p == nullptr) return nullptr;
+    segments_[p] = bytes;
+    in_use_ += bytes;
+    return p;
+  }
+
+  bool release(void* base, std::size_t bytes) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++release_calls_;
+    auto it = segments_.find(base);
+    if (it == segments_.end() || it->second != bytes) {
+      ++contract_violations_;
+      return false;
+    }
+    if (fail_releases_) return false;
+    std::free(base);
+    in_use_ -= bytes;
+    segments_.erase(it);
+    return true;
+  }
+
+  Fence record_fence() noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!fences_enabled_) return kNoFence;
+    const Fence f = next_fence_++;
+    fences_[f] = FenceState{};
+    return f;
+  }
+  bool fence_done(Fence f) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = fences_.find(f);
+    if (it == fences_.end() || it->second.released) {
+      ++contract_violations_;
+      return true;
+    }
+    return it->second.done;
+  }
+  void fence_wait(Fence f) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = fences_.find(f);
+    if (it == fences_.end() || it->second.released) {
+      ++contract_violations_;
+      return;
+    }
+    it->second.done = true;  // "the work finished while we waited"
+    waited_.push_back(f);
+  }
+  void fence_release(Fence f) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = fences_.find(f);
+    if (it == fences_.end() || it->second.released) {
+      ++contract_violations_;  // unknown token or released twice
+      return;
+    }
+    it->second.released = true;
+    ++fences_released_;
+  }
+
+  // ---- test controls ----------------------------------------------------------------
+  void set_capacity(std::size_t bytes) { std::lock_guard<std::mutex> l(mu_); capacity_ = bytes; }
+  void fail_next_reserves(int n) { std::lock_guard<std::mutex> l(mu_); fail_reserves_ = n; }
+  void set_fail_releases(bool fail) { std::lock_guard<std::mutex> l(mu_); fail_releases_ = fail; }
+  // When enabled, every free gets a fence that stays pending until complete_fence.
+  void set_fences(bool enabled) { std::lock_guard<std::mutex> l(mu_); fences_enabled_ = enabled; }
+  void complete_fence(Fence f) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = fences_.find(f);
+    if (it != fences_.end()) it->second.done = true;
+  }
+  void complete_all_fences() {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [f, s] : fences_) s.done = true;
+  }
+
+  // ---- observations -----------------------------------------------------------------
+  std::size_t in_use() const { std::lock_guard<std::mutex> l(mu_); return in_use_; }
+  std::size_t segments() const { std::lock_guard<std::mutex> l(mu_); return segments_.size(); }
+  std::uint64_t reserve_calls() const { std::lock_guard<std::mutex> l(mu_); return reserve_calls_; }
+  std::uint64_t release_calls() const { std::lock_guard<std::mutex> l(mu_); return release_calls_; }
+  std::uint64_t contract_violations() const { std::lock_guard<std::mutex> l(mu_); return contract_violations_; }
+  std::uint64_t fences_recorded() const { std::lock_guard<std::mutex> l(mu_); return next_fence_ - 1; }
+  std::uint64_t fences_released() const { std::lock_guard<std::mutex> l(mu_); return fences_released_; }
+  std::vector<Fence> fences_waited() const { std::lock_guard<std::mutex> l(mu_); return waited_; }
+  // Whether [p, p + n) lies inside one segment this device handed out.
+  bool contains(const void* p, std::size_t n) const {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = segments_.upper_bound(const_cast<void*>(p));
+    if (it == segments_.begin()) return false;
+    --it;
+    const auto base = reinterpret_cast<std::uintptr_t>(it->first);
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    return a >= base && a + n <= base + it->second;
+  }
+
+ private:
+  struct FenceState {
+    bool done = false;
+    bool released = false;
+  };
+
+  mutable std::mutex mu_;
+  std::size_t capacity_;
+  std::size_t alignment_;
+  std::size_t in_use_ = 0;
+  std::map<void*, std::size_t> segments_;
+  int fail_reserves_ = 0;
+  bool fail_releases_ = false;
+  bool fences_enabled_ = false;
+  Fence next_fence_ = 1;
+  std::map<Fence, FenceState> fences_;
+  std::vector<Fence> waited_;
+  std::uint64_t reserve_calls_ = 0;
+  std::uint64_t release_calls_ = 0;
+  std::uint64_t fences_released_ = 0;
+  std::uint64_t contract_violations_ = 0;
+};
+
+}  // namespace luma::core

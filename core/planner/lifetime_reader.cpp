@@ -1,0 +1,58 @@
+// lifetime_reader.cpp - format detection by content and dispatch to the matching reader.
+#include "planner/lifetime_reader.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "planner/csv_reader.h"
+#include "planner/rmm_log_reader.h"
+
+namespace luma::core {
+
+std::vector<std::unique_ptr<LifetimeReader>> builtin_readers() {
+  std::vector<std::unique_ptr<LifetimeReader>> readers;
+  readers.push_back(std::make_unique<PlannerCsvReader>());
+  readers.push_back(std::make_unique<RmmLogReader>());
+  return readers;
+}
+
+namespace {
+
+const LifetimeReader& pick_reader(std::string_view head, const std::string& source,
+                                  const std::vector<std::unique_ptr<LifetimeReader>>& readers) {
+  for (const auto& reader : readers)
+    if (reader->accepts(head)) return *reader;
+  std::string expected;
+  for (const auto& reader : readers) {
+    if (!expected.empty()) expected += "; or ";
+    expected += std::string(reader->format_name()) + " starting with '" +
+                std::string(reader->expected_start()) + "'";
+  }
+  throw PlanInputError(source + ": unrecognised input format: expected " + expected);
+}
+
+}  // namespace
+
+std::vector<Lifetime> read_lifetimes_file(
+    const std::string& path, const std::vector<std::unique_ptr<LifetimeReader>>& readers) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw PlanInputError(path + ": cannot open the file");
+  std::string head(kHeadBytes, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  if (in.bad()) throw PlanInputError(path + ": read error");
+  const LifetimeReader& reader = pick_reader(head, path, readers);
+  in.clear();
+  in.seekg(0);
+  return reader.read(in, path);
+}
+
+std::vector<Lifetime> read_lifetimes_text(
+    std::string_view text, const std::string& source,
+    const std::vector<std::unique_ptr<LifetimeReader>>& readers) {
+  const LifetimeReader& reader = pick_reader(text.substr(0, kHeadBytes), source, readers);
+  std::istringstream in{std::string(text)};
+  return reader.read(in, source);
+}
+
+}  // namespace luma::core

@@ -1,0 +1,300 @@
+// trace_reader.cpp - validation and decoding of a trace, slot by slot.
+// Must never: trust a length, id or count from the file without checking it against what
+// the file can hold; read past the mapping; allocate in proportion to a number it read.
+#include "trace/trace_reader.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+namespace luma::core {
+
+using namespace trace;
+
+namespace {
+constexpr std::uint64_t kProgressEvery = std::uint64_t{1} << 18;  // slots between callbacks
+const std::vector<std::uint64_t> kNoStack;
+}  // namespace
+
+TraceReader::TraceReader(const std::string& path) : source_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw TraceError(path, 0, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw TraceError(path, 0, "not a regular file");
+  }
+  map_bytes_ = static_cast<std::size_t>(st.st_size);
+  if (map_bytes_ > 0) {
+    map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map_ == MAP_FAILED) {
+      map_ = nullptr;
+      ::close(fd);
+      throw TraceError(path, 0, std::string("cannot map: ") + std::strerror(errno));
+    }
+    (void)::madvise(map_, map_bytes_, MADV_SEQUENTIAL);
+    data_ = std::string_view(static_cast<const char*>(map_), map_bytes_);
+  }
+  ::close(fd);
+  try {
+    init();
+  } catch (...) {
+    if (map_) ::munmap(map_, map_bytes_);
+    map_ = nullptr;
+    throw;
+  }
+}
+
+TraceReader::TraceReader(std::string bytes, std::string source)
+    : source_(std::move(source)), owned_(std::move(bytes)) {
+  data_ = owned_;
+  init();
+}
+
+TraceReader::~TraceReader() {
+  if (map_) ::munmap(map_, map_bytes_);
+}
+
+void TraceReader::init() {
+  parsed_ = parse_header(data_, source_);
+  const std::uint64_t body = data_.size() - parsed_.header_bytes;
+  if (parsed_.closed) {
+    const std::uint64_t need = parsed_.closed_slots * kSlotBytes;
+    if (body < need)
+      throw TraceError(source_, data_.size(),
+                       "truncated: the writer closed the trace with " +
+                           std::to_string(parsed_.closed_slots) + " slots (" +
+                           std::to_string(parsed_.header_bytes + need) +
+                           " bytes) but the file ends here");
+    slots_ = parsed_.closed_slots;
+  } else {
+    // An unfinished trace grows by whole chunks; anything else was cut short afterwards.
+    if (body % kChunkBytes != 0)
+      throw TraceError(source_, data_.size(),
+                       "truncated: an unfinished trace holds whole chunks of " +
+                           std::to_string(kChunkBytes) + " bytes after its header, but the "
+                           "file ends inside one");
+    slots_ = body / kSlotBytes;
+  }
+}
+
+const std::vector<std::uint64_t>& TraceReader::stack(std::uint32_t id) const noexcept {
+  if (id == 0 || id > stacks_.size()) return kNoStack;
+  return stacks_[id - 1];
+}
+
+TraceReadSummary TraceReader::read(const EventFn& on_event, const ProgressFn& progress) {
+  stacks_.clear();
+  TraceReadSummary sum;
+  const char* base = data_.data() + parsed_.header_bytes;
+  const std::uint64_t total = data_.size();
+  auto offset_of = [&](std::uint64_t slot) { return parsed_.header_bytes + slot * kSlotBytes; };
+  auto fail = [&](std::uint64_t slot, const std::string& what) -> void {
+    throw TraceError(source_, offset_of(slot), what);
+  };
+
+  std::array<std::uint64_t, kIds> threads{};
+  std::array<std::uint64_t, kIds> streams{};
+  std::array<bool, kIds> thread_defined{};
+  std::array<bool, kIds> stream_defined{};
+  std::uint32_t pending_stack = 0;
+  std::uint64_t pending_slot = ~std::uint64_t{0};
+  std::uint64_t holes = 0;  // unwritten slots since the last committed one
+  bool after_hole = false;  // continuations of a blob whose head was never committed
+  std::vector<unsigned char> blob;
+  TraceEvent ev;
+
+  auto load = [&](std::uint64_t slot, Words& w) {
+    std::memcpy(&w, base + slot * kSlotBytes, kSlotBytes);
+  };
+  auto verify = [&](std::uint64_t slot, const Words& w) {
+    if ((w.w2 >> 48) != slot_check(w.w0, w.w1, w.w2, slot))
+      fail(slot, "record check failed: the trace is corrupted here");
+  };
+  auto deliver = [&](std::uint64_t slot) {
+    if (pending_slot == slot) ev.stack = pending_stack;
+    else ev.stack = 0;
+    pending_slot = ~std::uint64_t{0};
+    ev.seq = slot;
+    ev.index = sum.events++;
+    if (on_event) on_event(ev);
+  };
+  auto check_kind_entry = [&](std::uint64_t slot, unsigned kind, unsigned entry) {
+    if (kind < 1 || kind > kMaxEventKind) fail(slot, "unknown event kind " + std::to_string(kind));
+    if (entry >= kEntryPoints) fail(slot, "unknown entry point " + std::to_string(entry));
+  };
+
+  std::uint64_t slot = 0;
+  std::uint64_t last_committed_end = 0;
+  while (slot < slots_) {
+    if (progress && (slot % kProgressEvery) == 0) progress(offset_of(slot), total);
+    Words w;
+    load(slot, w);
+    if (w.w2 == 0) {  // never committed: free space, or a write cut short by a kill
+      if (parsed_.closed) fail(slot, "unwritten slot inside a closed trace");
+      ++holes;
+      after_hole = true;
+      ++slot;
+      continue;
+    }
+    verify(slot, w);
+    const auto kind = static_cast<unsigned>(w.w0 & 0xF);
+    if (pending_slot != ~std::uint64_t{0} && pending_slot != slot)
+      pending_slot = ~std::uint64_t{0};  // its event was never committed
+    if (pending_slot == slot && kind != static_cast<unsigned>(SlotKind::blob_head) &&
+        (kind < 1 || kind > kMaxEventKind))
+      fail(slot, "a call-site record is not followed by its event");
+    std::uint64_t used = 1;
+    if (kind >= 1 && kind <= kMaxEventKind) {
+      const NarrowFields f = decode_narrow(w);
+      check_kind_entry(slot, f.kind, f.entry);
+      if (!thread_defined[f.thread_id])
+        fail(slot, "event uses thread id " + std::to_string(f.thread_id) + " before its definition");
+      if (!stream_defined[f.stream_id])
+        fail(slot, "event uses stream id " + std::to_string(f.stream_id) + " before its definition");
+      ev.kind = static_cast<EventKind>(f.kind);
+      ev.entry = static_cast<EntryPoint>(f.entry);
+      ev.device = f.device;
+      ev.thread = threads[f.thread_id];
+      ev.stream = streams[f.stream_id];
+      ev.time_ns = f.time;
+      ev.address = f.address;
+      ev.size = f.size;
+      ev.requested = f.requested;
+      deliver(slot);
+    } else if (kind == static_cast<unsigned>(SlotKind::thread_def) ||
+               kind == static_cast<unsigned>(SlotKind::stream_def)) {
+      const auto id = static_cast<std::size_t>((w.w0 >> 4) & mask(kIdBits));
+      if ((w.w0 >> (4 + kIdBits)) != 0 || (w.w2 & kCheckMask) != 0)
+        fail(slot, "malformed definition record");
+      const bool is_thread = kind == static_cast<unsigned>(SlotKind::thread_def);
+      auto& values = is_thread ? threads : streams;
+      auto& defined = is_thread ? thread_defined : stream_defined;
+      if (defined[id] && values[id] != w.w1)
+        fail(slot, std::string(is_thread ? "thread" : "stream") + " id " + std::to_string(id) +
+                       " defined twice with different values");
+      defined[id] = true;
+      values[id] = w.w1;
+    } else if (kind == static_cast<unsigned>(SlotKind::callsite)) {
+      const std::uint64_t id = w.w0 >> 4;
+      if (id == 0 || id > stacks_.size() || w.w1 != 0 || (w.w2 & kCheckMask) != 0)
+        fail(slot, "call-site record names stack " + std::to_string(id) +
+                       ", which is not defined before it");
+      pending_stack = static_cast<std::uint32_t>(id);
+      pending_slot = slot + 1;
+    } else if (kind == static_cast<unsigned>(SlotKind::blob_head)) {
+      unsigned char head[kSlotBytes];
+      std::memcpy(head, &w, kSlotBytes);
+      const unsigned type = head[0] >> 4;
+      std::uint32_t length;
+      std::memcpy(&length, head + 1, 4);
+      // Each type has a fixed or bounded length, so a damaged length is caught here and
+      // never sizes an allocation.
+      const bool ok_len =
+          (type == static_cast<unsigned>(BlobType::wide_event) && length == kWideEventBytes) ||
+          (type == static_cast<unsigned>(BlobType::stack_def) && length >= 8 &&
+           (length - 8) % 8 == 0 && (length - 8) / 8 <= kMaxStackDepth);
+      if (!ok_len)
+        fail(slot, "record of type " + std::to_string(type) + " with invalid length " +
+                       std::to_string(length));
+      used = blob_slots(length);
+      blob.assign(length, 0);
+      std::memcpy(blob.data(), head + 5, std::min<std::size_t>(length, kBlobHeadData));
+      bool complete = true;
+      std::size_t done = std::min<std::size_t>(length, kBlobHeadData);
+      for (std::uint64_t k = 1; k < used; ++k) {
+        if (slot + k >= slots_) {
+          if (parsed_.closed) fail(slot, "record runs past the end of the trace");
+          complete = false;
+          break;
+        }
+        Words c;
+        load(slot + k, c);
+        if (c.w2 == 0) {
+          if (parsed_.closed) fail(slot + k, "unwritten slot inside a closed trace");
+          complete = false;
+          continue;
+        }
+        verify(slot + k, c);
+        unsigned char cs[kSlotBytes];
+        std::memcpy(cs, &c, kSlotBytes);
+        if (cs[0] != static_cast<unsigned char>(SlotKind::blob_cont))
+          fail(slot + k, "expected the continuation of the record at byte " +
+                             std::to_string(offset_of(slot)));
+        const std::size_t n = std::min<std::size_t>(length - done, kBlobContData);
+        std::memcpy(blob.data() + done, cs + 1, n);
+        done += n;
+      }
+      used = std::min(used, slots_ - slot);
+      if (!complete) {
+        // A writer killed while writing it: the record was never completed, so it is not
+        // part of the trace.
+        holes += used;
+        slot += used;
+        after_hole = true;
+        continue;
+      }
+      if (type == static_cast<unsigned>(BlobType::wide_event)) {
+        check_kind_entry(slot, blob[0], blob[1]);
+        std::int32_t device;
+        std::memcpy(&device, blob.data() + 4, 4);
+        std::uint64_t fields[6];
+        std::memcpy(fields, blob.data() + 8, sizeof fields);
+        ev.kind = static_cast<EventKind>(blob[0]);
+        ev.entry = static_cast<EntryPoint>(blob[1]);
+        ev.device = device;
+        ev.thread = fields[0];
+        ev.stream = fields[1];
+        ev.time_ns = fields[2];
+        ev.address = fields[3];
+        ev.size = fields[4];
+        ev.requested = fields[5];
+        deliver(slot);
+      } else {
+        std::uint32_t id, n;
+        std::memcpy(&id, blob.data(), 4);
+        std::memcpy(&n, blob.data() + 4, 4);
+        if (n != (length - 8) / 8) fail(slot, "stack record frame count does not match its length");
+        if (id != stacks_.size() + 1)
+          fail(slot, "stack id " + std::to_string(id) + " out of order (expected " +
+                         std::to_string(stacks_.size() + 1) + ")");
+        std::vector<std::uint64_t> frames(n);
+        std::memcpy(frames.data(), blob.data() + 8, 8 * std::size_t{n});
+        stacks_.push_back(std::move(frames));
+      }
+    } else if (kind == static_cast<unsigned>(SlotKind::blob_cont)) {
+      // Only a blob whose head slot was never committed leaves continuations alone.
+      if (!after_hole) fail(slot, "continuation record without its start");
+      holes += 1;
+      slot += 1;
+      continue;
+    } else {
+      fail(slot, "unknown record kind " + std::to_string(kind));
+    }
+    after_hole = false;
+    slot += used;
+    sum.unwritten_slots += holes;
+    holes = 0;
+    last_committed_end = slot;
+  }
+  // A closed trace has no free tail and no holes: its writer dropped nothing (a writer
+  // that dropped events leaves the trace unfinished) and no thread died mid-write.
+  if (parsed_.closed && holes > 0) fail(slots_ - holes, "a closed trace ends in unwritten slots");
+  sum.slots = parsed_.closed ? slots_ : last_committed_end;
+  sum.stacks = stacks_.size();
+  if (progress) progress(total, total);
+  return sum;
+}
+
+std::vector<TraceEvent> read_all_events(TraceReader& reader) {
+  std::vector<TraceEvent> out;
+  reader.read([&](const TraceEvent& e) { out.push_back(e); });
+  return out;
+}
+
+}  // namespace luma::core

@@ -1,0 +1,92 @@
+// trace_reader.h - reads a trace file: validates the header, every slot's check, every
+// id and length, and hands the events to a callback in file (= sequence) order.
+//
+// Bad input of any kind (foreign, truncated, corrupted) ends in one TraceError naming the
+// file and the byte offset; nothing read from the file sizes an allocation beyond what the
+// file itself can hold. The file is memory-mapped, read once, front to back.
+// A trace its writer never closed (the process was killed) is read up to its last
+// committed slot; slots claimed but never committed by threads that died mid-write are
+// counted in unwritten_slots and skipped.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "event.h"
+#include "trace/trace_format.h"
+#include "trace/trace_header.h"
+
+namespace luma::core {
+
+struct TraceEvent {
+  std::uint64_t seq = 0;    // slot index: the writer's global order
+  std::uint64_t index = 0;  // position among the trace's events, from 0
+  EventKind kind = EventKind::alloc;
+  trace::EntryPoint entry = trace::EntryPoint::unknown;
+  int device = 0;
+  std::uint64_t thread = 0;
+  std::uint64_t stream = 0;
+  std::uint64_t time_ns = 0;  // since the header's clock base
+  std::uint64_t address = 0;
+  std::uint64_t size = 0;
+  std::uint64_t requested = 0;
+  std::uint32_t stack = 0;  // call-site stack id (TraceReader::stack), 0: none
+};
+
+struct TraceReadSummary {
+  std::uint64_t events = 0;
+  std::uint64_t slots = 0;            // slots up to the last committed one
+  std::uint64_t unwritten_slots = 0;  // claimed but never committed (writer killed)
+  std::uint64_t stacks = 0;
+};
+
+class TraceReader {
+ public:
+  using EventFn = std::function<void(const TraceEvent&)>;
+  // Called now and then with (bytes read, bytes in all).
+  using ProgressFn = std::function<void(std::uint64_t, std::uint64_t)>;
+
+  // Maps and checks the header of `path`. Throws TraceError.
+  explicit TraceReader(const std::string& path);
+  // Reads from memory (tests); `source` names it in errors.
+  TraceReader(std::string bytes, std::string source);
+  ~TraceReader();
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
+
+  const TraceHeader& header() const noexcept { return parsed_.header; }
+  bool closed_cleanly() const noexcept { return parsed_.closed; }
+  const std::string& source() const noexcept { return source_; }
+  std::uint64_t file_bytes() const noexcept { return data_.size(); }
+
+  // Reads every record, calling on_event for each event. Throws TraceError. May be called
+  // again (it reads from the start).
+  TraceReadSummary read(const EventFn& on_event, const ProgressFn& progress = {});
+
+  // The frames of a call-site stack seen so far (innermost first); empty for id 0.
+  const std::vector<std::uint64_t>& stack(std::uint32_t id) const noexcept;
+  std::size_t stack_count() const noexcept { return stacks_.size(); }
+
+  // True when `head` (the first bytes of a file) is a luma trace.
+  static bool accepts(std::string_view head) noexcept { return trace::has_trace_magic(head); }
+
+ private:
+  void init();
+
+  std::string source_;
+  std::string owned_;  // in-memory input
+  void* map_ = nullptr;
+  std::size_t map_bytes_ = 0;
+  std::string_view data_;
+  trace::ParsedHeader parsed_;
+  std::uint64_t slots_ = 0;
+  std::vector<std::vector<std::uint64_t>> stacks_;
+};
+
+// Reads the whole trace into memory (small traces, tests).
+std::vector<TraceEvent> read_all_events(TraceReader& reader);
+
+}  // namespace luma::core

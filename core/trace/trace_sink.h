@@ -1,0 +1,45 @@
+// trace_sink.h - the seam between the allocator and the trace writer: an EventSink that
+// asks an EventContextSource (implemented by the shim: thread id, stream, entry point,
+// clock, call-site stack of the call being served) for what the allocator does not know,
+// and hands the event to the TraceWriter. Adds no locking and no allocation of its own.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "event.h"
+#include "trace/trace_writer.h"
+
+namespace luma::core {
+
+struct EventContext {
+  std::uint64_t thread = 0;
+  std::uint64_t stream = 0;
+  trace::EntryPoint entry = trace::EntryPoint::unknown;
+  std::uint64_t time_ns = 0;                // on the clock of the header's clock_base_ns
+  std::span<const std::uint64_t> stack{};   // allocs only; must stay valid during on_event
+};
+
+class EventContextSource {
+ public:
+  virtual ~EventContextSource() = default;
+  // The context of the call now being served on this thread. Called inside the
+  // allocator's lock: must be fast and must not call into the allocator.
+  virtual EventContext current(const Event& event) noexcept = 0;
+};
+
+class TraceSink final : public EventSink {
+ public:
+  TraceSink(TraceWriter& writer, EventContextSource& context) noexcept
+      : writer_(writer), context_(context) {}
+  void on_event(const Event& event) noexcept override {
+    const EventContext c = context_.current(event);
+    writer_.write(event, c.thread, c.stream, c.entry, c.time_ns, c.stack);
+  }
+
+ private:
+  TraceWriter& writer_;
+  EventContextSource& context_;
+};
+
+}  // namespace luma::core

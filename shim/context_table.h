@@ -1,0 +1,75 @@
+// context_table.h - one caching allocator per CUDA context (blocks belong to the context
+// that allocated them), found without a lock on the hot path: entries are published once
+// into a fixed array and never removed or freed (a context outliving luma's interest in it
+// costs one small record; freeing it could race with a free on another thread).
+// Must never call the driver itself; the caller builds entries.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+
+#include "caching_allocator.h"
+#include "config.h"
+#include "driver_device.h"
+
+namespace luma::shim {
+
+struct ContextEntry {
+  ContextEntry(const RealDriver& driver, CUcontext c, int device_index,
+               const core::Settings& settings, StreamRegistry& streams)
+      : ctx(c),
+        device(device_index),
+        driver_device(driver, c, settings.free_sync, streams),
+        allocator(driver_device, device_index, settings.allocator) {}
+
+  CUcontext ctx;
+  int device;
+  DriverDevice driver_device;
+  core::CachingAllocator allocator;
+};
+
+class ContextTable {
+ public:
+  // More contexts than this in one process is unheard of (one primary context per device);
+  // beyond it, allocations of further contexts are forwarded to the driver uncached.
+  static constexpr std::size_t kMaxContexts = 64;
+
+  ContextEntry* find(CUcontext ctx) const noexcept {
+    const std::size_t n = count_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < n; ++i) {
+      ContextEntry* e = entries_[i].load(std::memory_order_acquire);
+      if (e->ctx == ctx) return e;
+    }
+    return nullptr;
+  }
+
+  // make() -> ContextEntry* (new'd) or nullptr; called at most once per context.
+  template <typename Make>
+  ContextEntry* find_or_create(CUcontext ctx, Make&& make) {
+    if (ContextEntry* e = find(ctx)) return e;
+    std::lock_guard lock(mutex_);
+    if (ContextEntry* e = find(ctx)) return e;
+    const std::size_t n = count_.load(std::memory_order_relaxed);
+    if (n == kMaxContexts) return nullptr;
+    ContextEntry* e = make();
+    if (e == nullptr) return nullptr;
+    entries_[n].store(e, std::memory_order_release);
+    count_.store(n + 1, std::memory_order_release);
+    return e;
+  }
+
+  std::size_t size() const noexcept { return count_.load(std::memory_order_acquire); }
+  ContextEntry* at(std::size_t i) const noexcept {
+    return entries_[i].load(std::memory_order_acquire);
+  }
+
+ private:
+  std::array<std::atomic<ContextEntry*>, kMaxContexts> entries_{};
+  std::atomic<std::size_t> count_{0};
+  std::mutex mutex_;
+};
+
+}  // namespace luma::shim

@@ -1,0 +1,160 @@
+// driver_device.cpp - see driver_device.h. Why events and not a synchronization: cudaFree
+// promises that no earlier work still uses the memory once it returns (CUDA Runtime API,
+// cudaFree: "may perform implicit synchronization"); a cache that hands the block out again
+// at once must keep that promise itself. An event recorded on the legacy stream completes
+// after all earlier work of the blocking streams, one per non-blocking stream covers those.
+#include "driver_device.h"
+
+#include <new>
+
+#include "log.h"
+
+namespace luma::shim {
+
+DriverDevice::ScopedContext::ScopedContext(const RealDriver& d, CUcontext ctx) noexcept : d_(d) {
+  CUcontext current = nullptr;
+  if (d_.ctx_get_current(&current) == CUDA_SUCCESS && current == ctx) return;
+  ok_ = d_.ctx_push_current(ctx) == CUDA_SUCCESS;
+  pushed_ = ok_;
+}
+
+DriverDevice::ScopedContext::~ScopedContext() {
+  if (pushed_) {
+    CUcontext popped = nullptr;
+    d_.ctx_pop_current(&popped);
+  }
+}
+
+void* DriverDevice::reserve(std::size_t bytes) noexcept {
+  ScopedContext scope(driver_, ctx_);
+  if (!scope.ok()) return nullptr;
+  CUdeviceptr p = 0;
+  CUresult r = driver_.mem_alloc(&p, bytes);
+  if (r == CUDA_SUCCESS) return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p));
+  if (r != CUDA_ERROR_OUT_OF_MEMORY) {
+    ++driver_errors_;
+    log().warn("cuMemAlloc_v2({} bytes) for a new segment failed with error {}", bytes, r);
+  }
+  return nullptr;
+}
+
+bool DriverDevice::release(void* base, std::size_t bytes) noexcept {
+  ScopedContext scope(driver_, ctx_);
+  CUresult r = driver_.mem_free(static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(base)));
+  if (r != CUDA_SUCCESS) {
+    ++driver_errors_;
+    log().warn("cuMemFree_v2 of a segment ({} bytes) failed with error {}; keeping it", bytes, r);
+    return false;
+  }
+  return true;
+}
+
+void DriverDevice::synchronize() noexcept {
+  ScopedContext scope(driver_, ctx_);
+  if (scope.ok()) driver_.ctx_synchronize();
+}
+
+CUevent DriverDevice::take_event() noexcept {
+  if (!spare_events_.empty()) {
+    CUevent e = spare_events_.back();
+    spare_events_.pop_back();
+    return e;
+  }
+  CUevent e = nullptr;
+  if (driver_.event_create(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return nullptr;
+  return e;
+}
+
+DriverDevice::FenceSlot* DriverDevice::slot(core::Fence fence) noexcept {
+  if (fence == core::kNoFence || fence > slots_.size()) return nullptr;
+  return &slots_[fence - 1];
+}
+
+core::Fence DriverDevice::record_fence() noexcept {
+  switch (policy_) {
+    case core::FreeSync::none:
+      return core::kNoFence;
+    case core::FreeSync::device:
+      synchronize();
+      return core::kNoFence;
+    case core::FreeSync::event:
+      break;
+  }
+  ScopedContext scope(driver_, ctx_);
+  if (!scope.ok()) return core::kNoFence;  // the context is gone, and its work with it
+  std::uint32_t index = 0;
+  bool have_slot = false;
+  try {
+    if (!free_slots_.empty()) {
+      index = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      slots_.emplace_back();
+      index = static_cast<std::uint32_t>(slots_.size() - 1);
+    }
+    have_slot = true;
+    FenceSlot& s = slots_[index];
+    bool ok = true;
+    auto record_on = [&](CUstream stream) {
+      CUevent e = take_event();
+      if (e == nullptr || driver_.event_record(e, stream) != CUDA_SUCCESS) {
+        if (e != nullptr) spare_events_.push_back(e);
+        ok = false;
+        return;
+      }
+      s.events.push_back(e);
+    };
+    record_on(nullptr);  // the legacy default stream of ctx_
+    streams_.for_each(ctx_, record_on);
+    if (ok) return index + 1;
+    // Could not cover every stream: make the memory safe by waiting for all of it.
+    fence_release(index + 1);
+  } catch (...) {
+    // Host memory for the pools ran out: same remedy.
+    if (have_slot) fence_release(index + 1);
+  }
+  ++driver_errors_;
+  driver_.ctx_synchronize();
+  return core::kNoFence;
+}
+
+bool DriverDevice::fence_done(core::Fence fence) noexcept {
+  FenceSlot* s = slot(fence);
+  if (s == nullptr) return true;
+  for (CUevent e : s->events) {
+    CUresult r = driver_.event_query(e);
+    if (r == CUDA_ERROR_NOT_READY) return false;
+    if (r != CUDA_SUCCESS) {
+      // The driver lost the event (context torn down?): wait for everything instead.
+      synchronize();
+      return true;
+    }
+  }
+  return true;
+}
+
+void DriverDevice::fence_wait(core::Fence fence) noexcept {
+  FenceSlot* s = slot(fence);
+  if (s == nullptr) return;
+  for (CUevent e : s->events) {
+    if (driver_.event_synchronize(e) != CUDA_SUCCESS) {
+      synchronize();
+      return;
+    }
+  }
+}
+
+void DriverDevice::fence_release(core::Fence fence) noexcept {
+  FenceSlot* s = slot(fence);
+  if (s == nullptr) return;
+  try {
+    for (CUevent e : s->events) spare_events_.push_back(e);
+    s->events.clear();
+    free_slots_.push_back(static_cast<std::uint32_t>(fence - 1));
+  } catch (...) {
+    for (CUevent e : s->events) driver_.event_destroy(e);
+    s->events.clear();
+  }
+}
+
+}  // namespace luma::shim

@@ -1,0 +1,73 @@
+// driver_device.h - core::Device over the real driver, for one context: segments are real
+// cuMemAlloc_v2 allocations made in that context, fences are pooled events recorded on the
+// legacy stream and on every live non-blocking stream of the context (free_sync:event),
+// or nothing (free_sync:none), or a cuCtxSynchronize at free time (free_sync:device).
+//
+// Called only with the owning allocator's lock held (core/device.h), so it keeps its pools
+// without a lock of its own. Must never call luma's hooks, never throw, and never report a
+// fence as done before the driver says its events completed.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "config.h"
+#include "device.h"
+#include "real_driver.h"
+#include "stream_registry.h"
+
+namespace luma::shim {
+
+class DriverDevice final : public core::Device {
+ public:
+  DriverDevice(const RealDriver& driver, CUcontext ctx, core::FreeSync policy,
+               StreamRegistry& streams) noexcept
+      : driver_(driver), ctx_(ctx), policy_(policy), streams_(streams) {}
+  ~DriverDevice() override = default;  // events are left to the driver: see process exit
+
+  void* reserve(std::size_t bytes) noexcept override;
+  bool release(void* base, std::size_t bytes) noexcept override;
+
+  core::Fence record_fence() noexcept override;
+  bool fence_done(core::Fence fence) noexcept override;
+  void fence_wait(core::Fence fence) noexcept override;
+  void fence_release(core::Fence fence) noexcept override;
+
+  CUcontext context() const noexcept { return ctx_; }
+  // Driver errors other than out-of-memory seen by reserve (for the log and tests).
+  std::uint64_t driver_errors() const noexcept { return driver_errors_; }
+
+ private:
+  struct FenceSlot {
+    std::vector<CUevent> events;  // one per stream the fence covers
+  };
+
+  // Makes ctx_ current for the scope when another context (or none) is current on this
+  // thread: a free may come from any thread with any current device.
+  class ScopedContext {
+   public:
+    ScopedContext(const RealDriver& d, CUcontext ctx) noexcept;
+    ~ScopedContext();
+    bool ok() const noexcept { return ok_; }
+
+   private:
+    const RealDriver& d_;
+    bool pushed_ = false;
+    bool ok_ = true;
+  };
+
+  CUevent take_event() noexcept;
+  void synchronize() noexcept;
+  FenceSlot* slot(core::Fence fence) noexcept;
+
+  const RealDriver& driver_;
+  CUcontext ctx_;
+  core::FreeSync policy_;
+  StreamRegistry& streams_;
+  std::vector<FenceSlot> slots_;         // fence token f is slots_[f - 1]
+  std::vector<std::uint32_t> free_slots_;
+  std::vector<CUevent> spare_events_;    // pooled: creating an event costs a driver call
+  std::uint64_t driver_errors_ = 0;
+};
+
+}  // namespace luma::shim

@@ -1,0 +1,373 @@
+// hooks.cpp - the C boundary of libluma.so: every symbol it exports (see libluma.map).
+//
+// One interception point at the driver: both CUDA runtimes (static and shared) reach the
+// driver only through dlopen("libcuda.so.1") + dlsym(handle, "cuGetProcAddress_v2") +
+// cuGetProcAddress_v2 (../shared/notes/cuda-interposition.md). luma's dlsym hands out its
+// own cuGetProcAddress_v2, which hands out luma's cuMem* for the ABI luma implements; the
+// same cuMem* are exported for programs linked with -lcuda. So all three kinds of program
+// end up in the same few functions below.
+//
+// Rules kept by every hook: no exception crosses it; a call made while this thread is
+// already inside luma goes straight to the real driver; anything luma cannot serve goes to
+// the real driver untouched, so the caller gets the error code the real call would give.
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "log.h"
+#include "proc_address.h"
+#include "real_driver.h"
+#include "recursion_guard.h"
+#include "shim_state.h"
+
+#define LUMA_EXPORT extern "C" [[gnu::visibility("default")]]
+
+namespace luma::shim {
+namespace {
+
+// pitch alignment cuMemAllocPitch gives: the driver's texture pitch alignment on every
+// architecture CUDA 13 supports is at most 512 bytes.
+constexpr std::size_t kPitchAlignment = 512;
+
+void* as_ptr(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p)); }
+CUdeviceptr as_dptr(const void* p) {
+  return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
+}
+
+// The driver to forward to from a nested call: never initialises (the initialising thread
+// holds the guard, and pthread_once would deadlock).
+const RealDriver* loaded_driver() noexcept {
+  State* s = state_if_ready();
+  return (s != nullptr && s->driver_loaded) ? &s->driver : nullptr;
+}
+
+void log_internal_error(const char* where) noexcept {
+  try {
+    log().error("internal error in {}; forwarding the call to the driver", where);
+  } catch (...) {
+  }
+}
+
+ContextEntry* current_entry(State& s) {
+  CUcontext ctx = nullptr;
+  if (s.driver.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return nullptr;
+  return s.contexts.find_or_create(ctx, [&]() -> ContextEntry* {
+    CUdevice device = 0;
+    if (s.driver.ctx_get_device(&device) != CUDA_SUCCESS) device = 0;
+    auto* e = new ContextEntry(s.driver, ctx, device, s.settings.core, s.streams);
+    log().debug("serving context {} of device {}", static_cast<void*>(ctx), device);
+    return e;
+  });
+}
+
+CUresult serve_alloc(State& s, CUdeviceptr* dptr, std::size_t bytes) {
+  if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  ContextEntry* e = current_entry(s);
+  if (e == nullptr) return s.driver.mem_alloc(dptr, bytes);  // no context: the driver's error
+  core::AllocResult r = e->allocator.allocate(bytes);
+  switch (r.status) {
+    case core::AllocStatus::ok:
+      *dptr = as_dptr(r.ptr);
+      return CUDA_SUCCESS;
+    case core::AllocStatus::invalid_size:
+      return CUDA_ERROR_INVALID_VALUE;
+    case core::AllocStatus::out_of_memory:
+      return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return CUDA_ERROR_UNKNOWN;
+}
+
+// The allocator owning a live block at ptr, or nullptr.
+ContextEntry* owner_of_block(State& s, const void* ptr, std::size_t* size) noexcept {
+  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
+    ContextEntry* e = s.contexts.at(i);
+    if (e->allocator.owns(ptr, size)) return e;
+  }
+  return nullptr;
+}
+
+void* hook_function(Hook h) noexcept;
+
+// Replaces *pfn with luma's function when the request names an ABI luma serves.
+void substitute(const char* symbol, void** pfn, int version) noexcept {
+  if (symbol == nullptr || pfn == nullptr || *pfn == nullptr) return;
+  State* s = state_if_ready();
+  if (s != nullptr && s->settings.disable) return;
+  Hook h = hook_for_request(symbol, version);
+  if (h != Hook::none) *pfn = hook_function(h);
+}
+
+// Whether fn lies in the real driver (a library named libcuda.so*).
+bool in_libcuda(void* fn) noexcept {
+  Dl_info info{};
+  if (dladdr(fn, &info) == 0 || info.dli_fname == nullptr) return false;
+  const char* base = std::strrchr(info.dli_fname, '/');
+  base = base != nullptr ? base + 1 : info.dli_fname;
+  return std::strncmp(base, "libcuda.so", 10) == 0;
+}
+
+}  // namespace
+}  // namespace luma::shim
+
+using namespace luma::shim;
+
+// ---- memory -------------------------------------------------------------------------
+
+LUMA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  if (RecursionGuard::active()) {
+    const RealDriver* d = loaded_driver();
+    return d && d->mem_alloc ? d->mem_alloc(dptr, bytesize) : CUDA_ERROR_NOT_INITIALIZED;
+  }
+  RecursionGuard guard;
+  State& s = state();
+  if (s.driver.mem_alloc == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!s.serves()) return s.driver.mem_alloc(dptr, bytesize);
+  try {
+    return serve_alloc(s, dptr, bytesize);
+  } catch (...) {
+    log_internal_error("cuMemAlloc_v2");
+    return s.driver.mem_alloc(dptr, bytesize);
+  }
+}
+
+LUMA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  if (RecursionGuard::active()) {
+    const RealDriver* d = loaded_driver();
+    return d && d->mem_free ? d->mem_free(dptr) : CUDA_ERROR_NOT_INITIALIZED;
+  }
+  RecursionGuard guard;
+  State& s = state();
+  if (s.driver.mem_free == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  // A null pointer, or luma not serving: the driver's own answer.
+  if (dptr == 0 || !s.serves()) return s.driver.mem_free(dptr);
+  void* p = as_ptr(dptr);
+  // Any context's allocator: a free may come from another thread with another device.
+  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
+    switch (s.contexts.at(i)->allocator.free(p)) {
+      case luma::core::FreeStatus::ok: return CUDA_SUCCESS;
+      case luma::core::FreeStatus::invalid: return CUDA_ERROR_INVALID_VALUE;  // double or interior
+      case luma::core::FreeStatus::not_owned: break;
+    }
+  }
+  // Allocated before luma was active, or by a path luma does not serve.
+  return s.driver.mem_free(dptr);
+}
+
+LUMA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width,
+                                        size_t height, unsigned int elementSize) {
+  if (RecursionGuard::active()) {
+    const RealDriver* d = loaded_driver();
+    return d && d->mem_alloc_pitch ? d->mem_alloc_pitch(dptr, pitch, width, height, elementSize)
+                                   : CUDA_ERROR_NOT_INITIALIZED;
+  }
+  RecursionGuard guard;
+  State& s = state();
+  if (s.driver.mem_alloc_pitch == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!s.serves()) return s.driver.mem_alloc_pitch(dptr, pitch, width, height, elementSize);
+  // The driver's rules: element sizes 4, 8 or 16 bytes, no empty dimension.
+  if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0 ||
+      (elementSize != 4 && elementSize != 8 && elementSize != 16))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (width > SIZE_MAX - kPitchAlignment) return CUDA_ERROR_INVALID_VALUE;
+  const std::size_t row = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
+  if (height > SIZE_MAX / row) return CUDA_ERROR_OUT_OF_MEMORY;
+  try {
+    CUresult r = serve_alloc(s, dptr, row * height);
+    if (r == CUDA_SUCCESS) *pitch = row;
+    return r;
+  } catch (...) {
+    log_internal_error("cuMemAllocPitch_v2");
+    return s.driver.mem_alloc_pitch(dptr, pitch, width, height, elementSize);
+  }
+}
+
+LUMA_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+  const RealDriver* d = RecursionGuard::active() ? loaded_driver() : &state().driver;
+  if (d == nullptr || d->mem_get_info == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult r = d->mem_get_info(free, total);
+  if (r != CUDA_SUCCESS || RecursionGuard::active() || free == nullptr) return r;
+  RecursionGuard guard;
+  State& s = state();
+  if (!s.serves() || !s.settings.core.report_cached_as_free) return r;
+  // Memory the cache holds but the program does not is free to the program: it gets it
+  // from luma without a driver call (programs size themselves from this number).
+  CUcontext ctx = nullptr;
+  if (s.driver.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx != nullptr) {
+    if (ContextEntry* e = s.contexts.find(ctx)) {
+      std::size_t cached = e->allocator.cached_bytes();
+      std::size_t limit = total != nullptr ? *total : SIZE_MAX;
+      *free = (*free > limit - std::min(cached, limit)) ? limit : *free + cached;
+    }
+  }
+  return r;
+}
+
+LUMA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr dptr) {
+  const RealDriver* d = RecursionGuard::active() ? loaded_driver() : &state().driver;
+  if (d == nullptr || d->mem_get_address_range == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!RecursionGuard::active()) {
+    RecursionGuard guard;
+    State& s = state();
+    std::size_t block = 0;
+    // The program's allocation is the block, not the segment luma carved it from.
+    if (s.serves() && owner_of_block(s, as_ptr(dptr), &block) != nullptr) {
+      if (base != nullptr) *base = dptr;
+      if (size != nullptr) *size = block;
+      return CUDA_SUCCESS;
+    }
+  }
+  return d->mem_get_address_range(base, size, dptr);
+}
+
+LUMA_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute,
+                                           CUdeviceptr ptr) {
+  const RealDriver* d = RecursionGuard::active() ? loaded_driver() : &state().driver;
+  if (d == nullptr || d->pointer_get_attribute == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!RecursionGuard::active() && data != nullptr &&
+      (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
+       attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE)) {
+    RecursionGuard guard;
+    State& s = state();
+    std::size_t block = 0;
+    if (s.serves() && owner_of_block(s, as_ptr(ptr), &block) != nullptr) {
+      if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+        *static_cast<CUdeviceptr*>(data) = ptr;
+      else
+        *static_cast<size_t*>(data) = block;
+      return CUDA_SUCCESS;
+    }
+  }
+  return d->pointer_get_attribute(data, attribute, ptr);
+}
+
+// ---- streams (tracked for free_sync:event) --------------------------------------------
+
+namespace {
+
+void track_stream(CUstream stream, unsigned int flags) noexcept {
+  if ((flags & CU_STREAM_NON_BLOCKING) == 0) return;  // the legacy stream covers it
+  State& s = state();
+  if (!s.serves()) return;
+  CUcontext ctx = nullptr;
+  if (s.driver.ctx_get_current(&ctx) != CUDA_SUCCESS) return;
+  try {
+    s.streams.add(ctx, stream);
+  } catch (...) {
+    log_internal_error("cuStreamCreate (stream not tracked)");
+  }
+}
+
+}  // namespace
+
+LUMA_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {
+  const bool nested = RecursionGuard::active();
+  const RealDriver* d = nested ? loaded_driver() : &state().driver;
+  if (d == nullptr || d->stream_create == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult r = d->stream_create(stream, flags);
+  if (r == CUDA_SUCCESS && !nested && stream != nullptr) {
+    RecursionGuard guard;
+    track_stream(*stream, flags);
+  }
+  return r;
+}
+
+LUMA_EXPORT CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned int flags,
+                                                int priority) {
+  const bool nested = RecursionGuard::active();
+  const RealDriver* d = nested ? loaded_driver() : &state().driver;
+  if (d == nullptr || d->stream_create_with_priority == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult r = d->stream_create_with_priority(stream, flags, priority);
+  if (r == CUDA_SUCCESS && !nested && stream != nullptr) {
+    RecursionGuard guard;
+    track_stream(*stream, flags);
+  }
+  return r;
+}
+
+LUMA_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
+  const bool nested = RecursionGuard::active();
+  const RealDriver* d = nested ? loaded_driver() : &state().driver;
+  if (d == nullptr || d->stream_destroy == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!nested) {
+    RecursionGuard guard;
+    state().streams.remove(stream);  // before the real destroy: no fence on a dead stream
+  }
+  return d->stream_destroy(stream);
+}
+
+// ---- resolution -----------------------------------------------------------------------
+
+LUMA_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
+                                         cuuint64_t flags,
+                                         CUdriverProcAddressQueryResult* symbolStatus) {
+  const bool nested = RecursionGuard::active();
+  const RealDriver* d = nested ? loaded_driver() : &state().driver;
+  if (d == nullptr || d->get_proc_address_v2 == nullptr) {
+    if (pfn != nullptr) *pfn = nullptr;
+    if (symbolStatus != nullptr) *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  CUresult r = d->get_proc_address_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
+  if (r == CUDA_SUCCESS && !nested) substitute(symbol, pfn, cudaVersion);
+  return r;
+}
+
+LUMA_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
+                                      cuuint64_t flags) {
+  const bool nested = RecursionGuard::active();
+  const RealDriver* d = nested ? loaded_driver() : &state().driver;
+  if (d == nullptr || (d->get_proc_address_v1 == nullptr && d->get_proc_address_v2 == nullptr)) {
+    if (pfn != nullptr) *pfn = nullptr;
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  CUresult r = d->get_proc_address_v1 != nullptr
+                   ? d->get_proc_address_v1(symbol, pfn, cudaVersion, flags)
+                   : d->get_proc_address_v2(symbol, pfn, cudaVersion, flags, nullptr);
+  if (r == CUDA_SUCCESS && !nested) substitute(symbol, pfn, cudaVersion);
+  return r;
+}
+
+// Overrides the program's dlsym (dlsym@GLIBC_2.34 / @GLIBC_2.2.5). Fast for every name
+// luma does not serve: one character test, then glibc's dlsym as a tail call, so glibc
+// still sees the program's return address (RTLD_NEXT is resolved relative to the caller).
+LUMA_EXPORT void* dlsym(void* handle, const char* name) {
+  DlsymFn real = real_dlsym();
+  if (name[0] == 'c' && name[1] == 'u' && !RecursionGuard::active()) {
+    Hook h = hook_for_symbol(name);
+    if (h != Hook::none) {
+      void* fn = real(handle, name);
+      // Only lookups into the real driver are redirected; a name found elsewhere (luma's
+      // own export through RTLD_DEFAULT, another library's) is answered as glibc would.
+      if (fn != nullptr && in_libcuda(fn)) return hook_function(h);
+      return fn;
+    }
+  }
+  return real(handle, name);
+}
+
+namespace luma::shim {
+namespace {
+
+void* hook_function(Hook h) noexcept {
+  switch (h) {
+    case Hook::get_proc_address_v1: return reinterpret_cast<void*>(&::cuGetProcAddress);
+    case Hook::get_proc_address_v2: return reinterpret_cast<void*>(&::cuGetProcAddress_v2);
+    case Hook::mem_alloc: return reinterpret_cast<void*>(&::cuMemAlloc_v2);
+    case Hook::mem_free: return reinterpret_cast<void*>(&::cuMemFree_v2);
+    case Hook::mem_alloc_pitch: return reinterpret_cast<void*>(&::cuMemAllocPitch_v2);
+    case Hook::mem_get_info: return reinterpret_cast<void*>(&::cuMemGetInfo_v2);
+    case Hook::mem_get_address_range: return reinterpret_cast<void*>(&::cuMemGetAddressRange_v2);
+    case Hook::pointer_get_attribute: return reinterpret_cast<void*>(&::cuPointerGetAttribute);
+    case Hook::stream_create: return reinterpret_cast<void*>(&::cuStreamCreate);
+    case Hook::stream_create_with_priority:
+      return reinterpret_cast<void*>(&::cuStreamCreateWithPriority);
+    case Hook::stream_destroy: return reinterpret_cast<void*>(&::cuStreamDestroy_v2);
+    case Hook::none:
+    case Hook::count: break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+}  // namespace luma::shim

@@ -1,0 +1,109 @@
+// process.cpp - the process lifecycle: statistics printed once at exit, and fork.
+//
+// Exit: the printer is a destructor of libluma.so (.fini_array). exit() - from main's
+// return or from any thread - first runs every atexit handler, the program's and the CUDA
+// runtime's teardown included, and only then the destructors of the loaded objects
+// (_dl_fini); so the statistics come after the program's own atexit handlers, whatever
+// they did. By then every static object with a destructor in this library is gone too
+// (exit ran their __cxa_atexit handlers), so the printer uses only what the leaked State
+// holds and core functions without such statics. The printer never calls CUDA (the runtime may be torn down already) and never
+// frees segments (the driver reclaims them); it reads luma's own counters, formats one
+// buffer and writes it with plain write(2) - no logger, no stdio locks.
+//
+// fork: a child forked after the parent served CUDA inherits the parent's cache, which is
+// not its own (CUDA state does not survive fork); it forwards every call to the driver and
+// prints nothing, so it neither duplicates nor overwrites the parent's statistics. A child
+// forked before the parent touched CUDA starts with an empty state and is served (and
+// reports) like any process. exec'd children load luma afresh.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "shim_state.h"
+#include "stats_format.h"
+#include "stats_output.h"
+
+namespace luma::shim {
+namespace {
+
+std::atomic<bool> g_printed{false};
+
+void write_all(int fd, const std::string& text) noexcept {
+  const char* p = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string format_output(const State& s) {
+  std::vector<core::DeviceStats> devices;
+  for (std::size_t i = 0; i < s.contexts.size(); ++i)
+    devices.push_back(s.contexts.at(i)->allocator.stats());
+  std::vector<core::StatsExtra> extra = {
+      core::StatsExtra::text("luma_version", LUMA_VERSION),
+      core::StatsExtra::number("pid", static_cast<std::int64_t>(getpid())),
+      core::StatsExtra::text("free_sync", free_sync_name(s.settings.core.free_sync)),
+      core::StatsExtra::text("settings", s.settings_text),
+  };
+  if (s.settings.stats == StatsFormat::json) return core::format_stats_json(devices, extra) + "\n";
+  return "luma: memory statistics at exit\n" + core::format_stats_text(devices, extra);
+}
+
+void print_stats_once() noexcept {
+  State* s = state_if_ready();
+  if (s == nullptr || s->inherited.load() || s->settings.stats == StatsFormat::off) return;
+  // Nothing to say for a process that never had an allocation served: it stays silent.
+  if (s->contexts.size() == 0) return;
+  if (g_printed.exchange(true)) return;
+  try {
+    std::string text = format_output(*s);
+    if (s->settings.stats_file.empty()) {
+      write_all(STDERR_FILENO, text);
+      return;
+    }
+    std::string path =
+        expand_stats_path(s->settings.stats_file, static_cast<long>(getpid()), host_name(),
+                          rank_from_env([](const char* n) { return std::getenv(n); }));
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      write_all(STDERR_FILENO, "luma: warning: LUMA_STATS_FILE '" + path +
+                                   "' cannot be written; statistics follow on stderr\n");
+      write_all(STDERR_FILENO, text);
+      return;
+    }
+    write_all(fd, text);
+    ::close(fd);
+  } catch (const std::exception& e) {
+    write_all(STDERR_FILENO, std::string("luma: error: no statistics: ") + e.what() + "\n");
+  } catch (...) {
+  }
+}
+
+// Runs after every atexit handler (see the header comment); also on dlclose.
+[[gnu::destructor]] void at_unload() { print_stats_once(); }
+
+}  // namespace
+
+void on_fork_child() noexcept {
+  State* s = state_if_ready();
+  if (s != nullptr && s->contexts.size() > 0) s->inherited.store(true);
+}
+
+}  // namespace luma::shim

@@ -1,0 +1,49 @@
+// settings.h - every LUMA_* environment variable, read once into one table of
+// {name, default, value} (mimalloc's options table). A bad value gives one message naming
+// the variable and keeps the default; nothing here can stop the host program.
+// Pure: the environment comes in as a lookup function, so tests need no real environment.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config.h"
+
+namespace luma::shim {
+
+enum class StatsFormat { text, json, off };
+// spdlog's levels, by name, kept out of this header so pure code needs no spdlog.
+enum class LogLevel { trace, debug, info, warn, err, off };
+
+struct ShimSettings {
+  core::Settings core;          // LUMA_CONF
+  StatsFormat stats = StatsFormat::text;
+  std::string stats_file;       // empty: stderr
+  LogLevel log_level = LogLevel::warn;
+  std::string log_file;         // empty: stderr
+  bool disable = false;         // LUMA_DISABLE: forward every call untouched
+};
+
+struct SettingRow {
+  std::string name;
+  std::string default_value;
+  std::string value;  // what is in effect (the default when unset or bad)
+  std::string description;
+};
+
+struct LoadedSettings {
+  ShimSettings settings;
+  std::vector<SettingRow> table;
+  std::vector<std::string> errors;  // one line each, naming the variable
+};
+
+using EnvLookup = std::function<const char*(const char*)>;
+
+LoadedSettings read_settings(const EnvLookup& getenv_fn);
+
+const char* stats_format_name(StatsFormat f) noexcept;
+const char* log_level_name(LogLevel l) noexcept;
+const char* free_sync_name(core::FreeSync f) noexcept;
+
+}  // namespace luma::shim

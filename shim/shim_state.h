@@ -1,0 +1,47 @@
+// shim_state.h - everything libluma.so holds for the process: the settings, the real
+// driver, the allocators per context, the streams. Built once, on the first intercepted
+// CUDA call of any thread (pthread_once), and never destroyed: hooks may still be called
+// from other libraries' destructors after luma's would have run.
+// Must never be initialised from inside a hook that already holds the RecursionGuard of
+// the initialising thread (pthread_once would deadlock): hooks check the guard first.
+#pragma once
+
+#include <atomic>
+#include <vector>
+
+#include "context_table.h"
+#include "real_driver.h"
+#include "settings.h"
+#include "stream_registry.h"
+
+namespace luma::shim {
+
+struct State {
+  ShimSettings settings;
+  std::vector<SettingRow> table;
+  // core::format_settings(settings.core), made at initialisation: at exit the core's
+  // function-local statics it uses are already destroyed (exit runs every __cxa_atexit
+  // handler, this library's included, before the destructors of loaded objects).
+  std::string settings_text;
+  RealDriver driver;
+  bool driver_loaded = false;
+  // Allocations are served by the cache (else every call is forwarded untouched).
+  bool serving = false;
+  StreamRegistry streams;
+  ContextTable contexts;
+  // Set in a child forked after the parent served CUDA: the parent's cache is not the
+  // child's to use or report, so the child forwards everything and prints nothing.
+  std::atomic<bool> inherited{false};
+
+  bool serves() const noexcept { return serving && !inherited.load(std::memory_order_relaxed); }
+};
+
+// The state, initialised on first use. Never nullptr.
+State& state() noexcept;
+// The state if some thread has initialised it, else nullptr; never initialises.
+State* state_if_ready() noexcept;
+
+// process.cpp: registered by the initialisation.
+void on_fork_child() noexcept;
+
+}  // namespace luma::shim

@@ -1,0 +1,23 @@
+// stream_registry.cpp - see stream_registry.h.
+#include "stream_registry.h"
+
+#include <algorithm>
+
+namespace luma::shim {
+
+void StreamRegistry::add(CUcontext ctx, CUstream stream) {
+  std::lock_guard lock(mutex_);
+  streams_.emplace_back(ctx, stream);
+}
+
+void StreamRegistry::remove(CUstream stream) noexcept {
+  std::lock_guard lock(mutex_);
+  std::erase_if(streams_, [&](const auto& e) { return e.second == stream; });
+}
+
+void StreamRegistry::clear() noexcept {
+  std::lock_guard lock(mutex_);
+  streams_.clear();
+}
+
+}  // namespace luma::shim

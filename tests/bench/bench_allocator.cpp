@@ -1,0 +1,54 @@
+// bench_allocator.cpp - Google Benchmark of luma's caching allocator: alloc+free pairs at
+// 10^2, 10^4 and 10^6 live blocks (bench_workload.h), against glibc malloc here and CUB
+// (cub_yardstick.cpp, when its header is found). Built, never run by meson test:
+//   build/tests/bench/bench_allocator --benchmark_min_time=0.2
+#include <malloc.h>
+
+#include <cstdlib>
+#include <limits>
+
+#include "bench_pairs.h"
+#include "caching_allocator.h"
+#include "device.h"
+
+namespace {
+
+using luma::bench::AddressSpace;
+
+// A core::Device whose segments are untouched address ranges (the allocator never
+// dereferences device memory), so 10^6 live blocks need no RAM.
+class AddressOnlyDevice final : public luma::core::Device {
+ public:
+  void* reserve(std::size_t bytes) noexcept override { return space_.take(bytes); }
+  bool release(void*, std::size_t) noexcept override { return true; }
+
+ private:
+  AddressSpace space_;
+};
+
+void BM_Luma(benchmark::State& state) {
+  AddressOnlyDevice dev;
+  luma::core::CachingAllocator a(dev, 0);
+  luma::bench::run_pairs(
+      state, [&](std::size_t n) { return a.allocate(n).ptr; }, [&](void* p) { a.free(p); });
+  state.counters["segments"] = static_cast<double>(a.stats().segment.all.current);
+}
+BENCHMARK(BM_Luma)->Apply(luma::bench::live_counts);
+
+// glibc kept in its heap: the largest mmap threshold it accepts (32 MiB on 64-bit; bigger
+// blocks are still mmapped) and no trimming, so it does not hand memory back each free.
+// Not run at 10^6 live: that many blocks of this mix would need terabytes of real pages.
+void BM_Glibc(benchmark::State& state) {
+  static const bool tuned = [] {
+    mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+    mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+    return true;
+  }();
+  (void)tuned;
+  luma::bench::run_pairs(state, [](std::size_t n) { return std::malloc(n); }, [](void* p) { std::free(p); });
+}
+BENCHMARK(BM_Glibc)->Arg(100)->Arg(10'000);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,102 @@
+// caching_allocator_oom_test.cpp - the out-of-memory path: when the device refuses a
+// segment, the cache is released (pending frees waited for first) and the reservation
+// retried once; a second refusal is a clean out_of_memory that changes nothing else, and
+// the allocator works again once memory comes back.
+#include "caching_allocator.h"
+
+#include <gtest/gtest.h>
+
+#include "allocator_test_util.h"
+#include "host_device.h"
+
+namespace luma::core {
+namespace {
+
+using testing::must_alloc;
+using testing::RecordingSink;
+
+TEST(OutOfMemory, ReleasesTheCacheAndRetries) {
+  HostDevice dev(20 * MiB);
+  CachingAllocator a(dev, 0);
+  ASSERT_EQ(a.free(must_alloc(a, 1024)), FreeStatus::ok);  // 2 MiB cached in the small pool
+  void* p = must_alloc(a, 19 * MiB);                       // needs 20 MiB: only after release
+  EXPECT_NE(p, nullptr);
+  LUMA_ASSERT_CLEAN(a);
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(s.num_alloc_retries, 1u);
+  EXPECT_EQ(s.num_ooms, 0u);
+  EXPECT_EQ(s.num_device_free, 1u);
+  EXPECT_EQ(s.segment.pool[static_cast<std::size_t>(Pool::small)].current, 0);
+}
+
+TEST(OutOfMemory, FailsCleanlyThenRecoversWhenMemoryComesBack) {
+  HostDevice dev(20 * MiB);
+  CachingAllocator a(dev, 0);
+  RecordingSink sink;
+  a.set_event_sink(&sink);
+  void* held = must_alloc(a, 1024);
+  const DeviceStats before = a.stats();
+  const AllocResult r = a.allocate(19 * MiB);
+  EXPECT_EQ(r.status, AllocStatus::out_of_memory);
+  EXPECT_EQ(r.ptr, nullptr);
+  LUMA_ASSERT_CLEAN(a);
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(s.num_alloc_retries, 1u);
+  EXPECT_EQ(s.num_ooms, 1u);
+  EXPECT_EQ(s.alloc_calls, before.alloc_calls);
+  EXPECT_EQ(s.allocated_bytes.all.current, before.allocated_bytes.all.current);
+  EXPECT_EQ(s.segment.all.current, 1);  // the held block's segment stays
+  ASSERT_EQ(sink.events.back().kind, EventKind::oom);
+  EXPECT_EQ(sink.events.back().requested, 19 * MiB);
+  EXPECT_TRUE(a.owns(held));
+
+  dev.set_capacity(64 * MiB);
+  void* p = must_alloc(a, 19 * MiB);
+  EXPECT_NE(p, nullptr);
+  EXPECT_EQ(a.stats().num_ooms, 1u);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST(OutOfMemory, WithoutReleaseOnOomTheCacheStays) {
+  HostDevice dev(20 * MiB);
+  AllocatorOptions o;
+  o.release_on_oom = false;
+  CachingAllocator a(dev, 0, o);
+  ASSERT_EQ(a.free(must_alloc(a, 1024)), FreeStatus::ok);
+  EXPECT_EQ(a.allocate(19 * MiB).status, AllocStatus::out_of_memory);
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(s.num_alloc_retries, 0u);
+  EXPECT_EQ(s.num_ooms, 1u);
+  EXPECT_EQ(s.segment.all.current, 1);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST(OutOfMemory, ATransientRefusalIsRetried) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  dev.fail_next_reserves(1);
+  void* p = must_alloc(a, 4096);
+  EXPECT_NE(p, nullptr);
+  EXPECT_EQ(a.stats().num_alloc_retries, 1u);
+  EXPECT_EQ(a.stats().num_ooms, 0u);
+  dev.fail_next_reserves(2);
+  EXPECT_EQ(a.allocate(4 * MiB).status, AllocStatus::out_of_memory);
+  EXPECT_EQ(a.stats().num_ooms, 1u);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST(OutOfMemory, PendingFreesAreWaitedForAndReleased) {
+  HostDevice dev(20 * MiB);
+  dev.set_fences(true);
+  CachingAllocator a(dev, 0);
+  ASSERT_EQ(a.free(must_alloc(a, 1024)), FreeStatus::ok);  // pending in the small pool
+  void* p = must_alloc(a, 19 * MiB);
+  EXPECT_NE(p, nullptr);
+  EXPECT_EQ(dev.fences_waited(), (std::vector<Fence>{1}));
+  EXPECT_EQ(dev.fences_released(), 1u);
+  EXPECT_EQ(a.stats().num_alloc_retries, 1u);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+}  // namespace
+}  // namespace luma::core

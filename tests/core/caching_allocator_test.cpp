@@ -1,0 +1,421 @@
+// caching_allocator_test.cpp - unit tests of the caching allocator's behaviour: rounding,
+// pools, best fit, split and merge, segments, empty_cache, bad frees, events and the
+// PyTorch-style statistics. check() is asserted clean after every operation.
+#include "caching_allocator.h"
+
+#include <cstdint>
+
+#include <gtest/gtest.h>
+
+#include "allocator_test_util.h"
+#include "host_device.h"
+
+namespace luma::core {
+namespace {
+
+using testing::addr;
+using testing::must_alloc;
+using testing::RecordingSink;
+
+constexpr std::size_t kSmall = static_cast<std::size_t>(Pool::small);
+constexpr std::size_t kLarge = static_cast<std::size_t>(Pool::large);
+
+TEST(RoundingAndPools, FollowPyTorchSizes) {
+  const AllocatorOptions o;
+  EXPECT_EQ(round_size(o, 0), 0u);
+  EXPECT_EQ(round_size(o, 1), 256u);
+  EXPECT_EQ(round_size(o, 256), 256u);
+  EXPECT_EQ(round_size(o, 257), 512u);
+  EXPECT_EQ(pool_for(o, 1 * MiB), Pool::small);
+  EXPECT_EQ(pool_for(o, 1 * MiB + 256), Pool::large);
+  EXPECT_EQ(segment_size_for(o, 256), 2 * MiB);
+  EXPECT_EQ(segment_size_for(o, 1 * MiB), 2 * MiB);
+  EXPECT_EQ(segment_size_for(o, 1 * MiB + 256), 20 * MiB);
+  EXPECT_EQ(segment_size_for(o, 10 * MiB - 256), 20 * MiB);
+  EXPECT_EQ(segment_size_for(o, 10 * MiB), 10 * MiB);
+  EXPECT_EQ(segment_size_for(o, 11 * MiB), 12 * MiB);
+  AllocatorOptions big_min = o;
+  big_min.min_segment = 4 * MiB;
+  EXPECT_EQ(segment_size_for(big_min, 256), 4 * MiB);
+}
+
+TEST(CachingAllocator, ZeroBytesIsInvalidSize) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  const AllocResult r = a.allocate(0);
+  EXPECT_EQ(r.status, AllocStatus::invalid_size);
+  EXPECT_EQ(r.ptr, nullptr);
+  EXPECT_EQ(dev.reserve_calls(), 0u);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST(CachingAllocator, SmallRequestGetsAlignedBlockOfSmallSegment) {
+  HostDevice dev;
+  CachingAllocator a(dev, 3);
+  void* p = must_alloc(a, 1000);
+  LUMA_ASSERT_CLEAN(a);
+  EXPECT_EQ(addr(p) % 256, 0u);
+  std::size_t size = 0;
+  ASSERT_TRUE(a.owns(p, &size));
+  EXPECT_EQ(size, 1024u);
+  SegmentRange seg;
+  ASSERT_TRUE(a.segment_of(static_cast<char*>(p) + 5000, &seg));
+  EXPECT_EQ(seg.base, p);
+  EXPECT_EQ(seg.size, 2 * MiB);
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(s.device, 3);
+  EXPECT_EQ(s.segment.pool[kSmall].current, 1);
+  EXPECT_EQ(s.segment.pool[kLarge].current, 0);
+  EXPECT_EQ(s.allocated_bytes.all.current, 1024);
+  EXPECT_EQ(s.requested_bytes.all.current, 1000);
+  EXPECT_EQ(s.reserved_bytes.all.current, static_cast<std::int64_t>(2 * MiB));
+  EXPECT_EQ(s.inactive_split.all.current, 1);  // the rest of the segment
+  EXPECT_EQ(s.inactive_split_bytes.all.current, static_cast<std::int64_t>(2 * MiB - 1024));
+  EXPECT_EQ(s.free_blocks, 1u);
+  EXPECT_EQ(dev.reserve_calls(), 1u);
+  EXPECT_EQ(a.cached_bytes(), 2 * MiB - 1024);
+}
+
+TEST(CachingAllocator, LargeRequestsGetLargeSegments) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  void* mid = must_alloc(a, 5 * MiB);
+  SegmentRange seg;
+  ASSERT_TRUE(a.segment_of(mid, &seg));
+  EXPECT_EQ(seg.size, 20 * MiB);
+  void* big = must_alloc(a, 15 * MiB + 1);  // more than the 15 MiB left in the first
+  ASSERT_TRUE(a.segment_of(big, &seg));
+  EXPECT_EQ(seg.size, 16 * MiB);  // >= 10 MiB: its own segment, rounded up to 2 MiB
+  LUMA_EXPECT_CLEAN(a);
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(s.segment.pool[kLarge].current, 2);
+  EXPECT_EQ(s.allocated_bytes.pool[kLarge].current, static_cast<std::int64_t>(20 * MiB + 256));
+}
+
+TEST(CachingAllocator, FreedBlockIsReusedWithoutTheDevice) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  void* p = must_alloc(a, 4096);
+  ASSERT_EQ(a.free(p), FreeStatus::ok);
+  LUMA_ASSERT_CLEAN(a);
+  void* q = must_alloc(a, 4096);
+  EXPECT_EQ(p, q);
+  EXPECT_EQ(dev.reserve_calls(), 1u);
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(s.alloc_calls, 2u);
+  EXPECT_EQ(s.free_calls, 1u);
+  EXPECT_EQ(s.num_device_alloc, 1u);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST(CachingAllocator, SplitsThenMergesNeighboursBackIntoOneBlock) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  void* x = must_alloc(a, 1024);
+  void* y = must_alloc(a, 2048);
+  void* z = must_alloc(a, 4096);
+  EXPECT_EQ(addr(y), addr(x) + 1024);  // carved in address order from one segment
+  EXPECT_EQ(addr(z), addr(y) + 2048);
+  LUMA_ASSERT_CLEAN(a);
+  ASSERT_EQ(a.free(y), FreeStatus::ok);
+  LUMA_ASSERT_CLEAN(a);
+  EXPECT_EQ(a.stats().free_blocks, 2u);  // y's hole and the tail
+  ASSERT_EQ(a.free(x), FreeStatus::ok);  // merges with y
+  LUMA_ASSERT_CLEAN(a);
+  EXPECT_EQ(a.stats().free_blocks, 2u);
+  void* w = must_alloc(a, 3072);  // fits exactly in the merged x+y
+  EXPECT_EQ(w, x);
+  ASSERT_EQ(a.free(w), FreeStatus::ok);
+  ASSERT_EQ(a.free(z), FreeStatus::ok);  // everything merges into the whole segment
+  LUMA_ASSERT_CLEAN(a);
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(s.free_blocks, 1u);
+  EXPECT_EQ(s.inactive_split.all.current, 0);  // a whole segment is releasable
+  EXPECT_EQ(s.inactive_split_bytes.all.current, 0);
+  EXPECT_EQ(s.active.all.current, 0);
+}
+
+TEST(CachingAllocator, BestFitPicksTheSmallestHoleThatFits) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  // Holes of 8 KiB, 2 KiB and 4 KiB, kept apart by live separators.
+  void* h8 = must_alloc(a, 8192);
+  void* s1 = must_alloc(a, 256);
+  void* h2 = must_alloc(a, 2048);
+  void* s2 = must_alloc(a, 256);
+  void* h4 = must_alloc(a, 4096);
+  void* s3 = must_alloc(a, 256);
+  for (void* p : {h8, h2, h4}) ASSERT_EQ(a.free(p), FreeStatus::ok);
+  LUMA_ASSERT_CLEAN(a);
+  EXPECT_EQ(must_alloc(a, 3000), h4);  // 3072 fits 4 KiB and 8 KiB: the smaller
+  EXPECT_EQ(must_alloc(a, 2048), h2);  // exact fit
+  EXPECT_EQ(must_alloc(a, 5000), h8);
+  LUMA_EXPECT_CLEAN(a);
+  (void)s1, (void)s2, (void)s3;
+}
+
+TEST(CachingAllocator, RemainderBelowMinSplitStaysWithTheBlock) {
+  HostDevice dev;
+  AllocatorOptions o;
+  o.min_split = 1024;
+  CachingAllocator a(dev, 0, o);
+  void* hole = must_alloc(a, 1280);
+  void* sep = must_alloc(a, 256);
+  ASSERT_EQ(a.free(hole), FreeStatus::ok);
+  void* p = must_alloc(a, 512);  // remainder 768 < 1024: handed out whole
+  EXPECT_EQ(p, hole);
+  std::size_t size = 0;
+  ASSERT_TRUE(a.owns(p, &size));
+  EXPECT_EQ(size, 1280u);
+  EXPECT_EQ(a.stats().allocated_bytes.all.current, 1280 + 256);
+  EXPECT_EQ(a.stats().requested_bytes.all.current, 512 + 256);
+  LUMA_EXPECT_CLEAN(a);
+  (void)sep;
+}
+
+TEST(CachingAllocator, NeverMergesAcrossSegments) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  void* p = must_alloc(a, 1 * MiB);
+  void* q = must_alloc(a, 1 * MiB);  // fills the first small segment
+  void* r = must_alloc(a, 1 * MiB);  // second segment
+  EXPECT_EQ(a.stats().segment.all.current, 2);
+  for (void* x : {p, q, r}) ASSERT_EQ(a.free(x), FreeStatus::ok);
+  LUMA_ASSERT_CLEAN(a);
+  EXPECT_EQ(a.stats().free_blocks, 2u);  // one per segment, however the host laid them out
+}
+
+TEST(CachingAllocator, PoolsDoNotShareBlocks) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  void* large = must_alloc(a, 2 * MiB);
+  ASSERT_EQ(a.free(large), FreeStatus::ok);  // 20 MiB of free large-pool memory
+  void* small = must_alloc(a, 1024);         // still gets its own small segment
+  SegmentRange seg;
+  ASSERT_TRUE(a.segment_of(small, &seg));
+  EXPECT_EQ(seg.size, 2 * MiB);
+  EXPECT_EQ(a.stats().segment.pool[kSmall].current, 1);
+  ASSERT_EQ(a.free(small), FreeStatus::ok);
+  void* large2 = must_alloc(a, 1 * MiB + 256);  // from the large pool's free block
+  ASSERT_TRUE(a.segment_of(large2, &seg));
+  EXPECT_EQ(seg.size, 20 * MiB);
+  EXPECT_EQ(dev.reserve_calls(), 2u);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST(CachingAllocator, OversizeBlocksServeOnlyOversizeRequestsWhole) {
+  HostDevice dev;
+  AllocatorOptions o;
+  o.max_split_size = 4 * MiB;
+  CachingAllocator a(dev, 0, o);
+  void* big = must_alloc(a, 12 * MiB);  // own 12 MiB segment, an oversize block
+  ASSERT_EQ(a.free(big), FreeStatus::ok);
+  LUMA_ASSERT_CLEAN(a);
+  void* normal = must_alloc(a, 2 * MiB);  // below max_split_size: never takes it
+  SegmentRange seg;
+  ASSERT_TRUE(a.segment_of(normal, &seg));
+  EXPECT_EQ(seg.size, 20 * MiB);
+  void* over = must_alloc(a, 5 * MiB);  // oversize request: takes the 12 MiB block, unsplit
+  EXPECT_EQ(over, big);
+  std::size_t size = 0;
+  ASSERT_TRUE(a.owns(over, &size));
+  EXPECT_EQ(size, 12 * MiB);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST(CachingAllocator, OversizeRequestDoesNotTakeAFarBiggerBlock) {
+  HostDevice dev;
+  AllocatorOptions o;
+  o.max_split_size = 4 * MiB;
+  CachingAllocator a(dev, 0, o);
+  void* huge = must_alloc(a, 64 * MiB);
+  ASSERT_EQ(a.free(huge), FreeStatus::ok);
+  void* p = must_alloc(a, 10 * MiB);  // 64 >= 10 + 20 (large_segment): a new segment
+  EXPECT_NE(p, huge);
+  EXPECT_EQ(dev.reserve_calls(), 2u);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST(CachingAllocator, EmptyCacheReleasesOnlyWhollyFreeSegments) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  RecordingSink sink;
+  a.set_event_sink(&sink);
+  void* keep = must_alloc(a, 1 * MiB);
+  void* other = must_alloc(a, 1 * MiB);
+  void* gone = must_alloc(a, 1 * MiB);  // second segment
+  ASSERT_EQ(a.free(gone), FreeStatus::ok);
+  ASSERT_EQ(a.free(other), FreeStatus::ok);  // first segment still holds `keep`
+  EXPECT_EQ(a.empty_cache(), 2 * MiB);
+  LUMA_ASSERT_CLEAN(a);
+  EXPECT_EQ(dev.segments(), 1u);
+  EXPECT_EQ(dev.in_use(), 2 * MiB);
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(s.num_device_free, 1u);
+  EXPECT_EQ(s.num_empty_cache, 1u);
+  EXPECT_EQ(s.segment.all.current, 1);
+  EXPECT_EQ(s.segment.all.peak, 2);
+  EXPECT_EQ(s.reserved_bytes.all.peak, static_cast<std::int64_t>(4 * MiB));
+  EXPECT_EQ(sink.count(EventKind::segment_release), 1u);
+  ASSERT_EQ(sink.events.back().kind, EventKind::empty_cache);
+  EXPECT_EQ(sink.events.back().size, 2 * MiB);
+  EXPECT_TRUE(a.owns(keep));
+  ASSERT_EQ(a.free(keep), FreeStatus::ok);
+  EXPECT_EQ(a.empty_cache(), 2 * MiB);
+  EXPECT_EQ(dev.in_use(), 0u);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST(CachingAllocator, EmptyCacheKeepsASegmentTheDeviceWouldNotRelease) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  ASSERT_EQ(a.free(must_alloc(a, 512)), FreeStatus::ok);
+  dev.set_fail_releases(true);
+  EXPECT_EQ(a.empty_cache(), 0u);
+  LUMA_ASSERT_CLEAN(a);
+  EXPECT_EQ(a.stats().segment.all.current, 1);
+  dev.set_fail_releases(false);
+  EXPECT_EQ(a.empty_cache(), 2 * MiB);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST(CachingAllocator, ForeignPointerIsNotOwned) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  int local = 0;
+  EXPECT_EQ(a.free(&local), FreeStatus::not_owned);
+  EXPECT_EQ(a.free(nullptr), FreeStatus::not_owned);
+  void* p = must_alloc(a, 256);
+  EXPECT_EQ(a.free(&local), FreeStatus::not_owned);
+  EXPECT_EQ(a.stats().invalid_frees, 0u);
+  EXPECT_FALSE(a.owns(&local));
+  EXPECT_FALSE(a.segment_of(&local, nullptr));
+  EXPECT_TRUE(a.owns(p));
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST(CachingAllocator, DoubleAndInteriorFreesAreInvalidAndChangeNothing) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  void* p = must_alloc(a, 4096);
+  void* q = must_alloc(a, 4096);
+  EXPECT_EQ(a.free(static_cast<char*>(q) + 256), FreeStatus::invalid);  // interior
+  ASSERT_EQ(a.free(p), FreeStatus::ok);
+  const DeviceStats before = a.stats();
+  EXPECT_EQ(a.free(p), FreeStatus::invalid);  // double free
+  EXPECT_EQ(a.free(static_cast<char*>(q) + 2 * MiB - 8192), FreeStatus::invalid);  // free tail
+  const DeviceStats after = a.stats();
+  EXPECT_EQ(after.invalid_frees, 3u);
+  EXPECT_EQ(after.free_calls, before.free_calls);
+  EXPECT_EQ(after.allocated_bytes.all.current, before.allocated_bytes.all.current);
+  EXPECT_EQ(after.free_blocks, before.free_blocks);
+  EXPECT_TRUE(a.owns(q));
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST(CachingAllocator, EventsArriveInOrderWithAddressesAndSizes) {
+  HostDevice dev;
+  CachingAllocator a(dev, 7);
+  RecordingSink sink;
+  a.set_event_sink(&sink);
+  void* p = must_alloc(a, 1000);
+  ASSERT_EQ(a.free(p), FreeStatus::ok);
+  a.empty_cache();
+  using K = EventKind;
+  EXPECT_EQ(sink.kinds(), (std::vector<K>{K::segment_reserve, K::alloc, K::free_requested, K::free_completed,
+                                          K::segment_release, K::empty_cache}));
+  const Event& alloc = sink.events[1];
+  EXPECT_EQ(alloc.device, 7);
+  EXPECT_EQ(alloc.address, addr(p));
+  EXPECT_EQ(alloc.size, 1024u);
+  EXPECT_EQ(alloc.requested, 1000u);
+  EXPECT_EQ(sink.events[0].size, 2 * MiB);
+  EXPECT_EQ(sink.events[2].address, addr(p));
+  EXPECT_EQ(sink.events[4].address, addr(p));  // the segment started at the block
+  a.set_event_sink(nullptr);
+  must_alloc(a, 10);
+  EXPECT_EQ(sink.events.size(), 6u);
+}
+
+TEST(CachingAllocator, CountersFollowPyTorchSemantics) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  void* p = must_alloc(a, 3 * MiB);  // large
+  void* q = must_alloc(a, 100);      // small
+  ASSERT_EQ(a.free(p), FreeStatus::ok);
+  void* r = must_alloc(a, 2 * MiB);  // large, reuses p's segment
+  LUMA_ASSERT_CLEAN(a);
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(s.allocation.all.current, 2);
+  EXPECT_EQ(s.allocation.all.peak, 2);
+  EXPECT_EQ(s.allocation.all.allocated, 3u);
+  EXPECT_EQ(s.allocation.all.freed, 1u);
+  EXPECT_EQ(s.allocation.pool[kLarge].allocated, 2u);
+  EXPECT_EQ(s.allocation.pool[kSmall].allocated, 1u);
+  EXPECT_EQ(s.allocated_bytes.all.peak, static_cast<std::int64_t>(3 * MiB + 256));
+  EXPECT_EQ(s.allocated_bytes.all.allocated, 5 * MiB + 256);
+  EXPECT_EQ(s.allocated_bytes.all.freed, 3 * MiB);
+  EXPECT_EQ(s.requested_bytes.all.current, static_cast<std::int64_t>(2 * MiB + 100));
+  EXPECT_EQ(s.active.all.current, 2);
+  EXPECT_EQ(s.segment.all.allocated, 2u);
+  EXPECT_EQ(s.num_device_alloc, 2u);
+  EXPECT_EQ(s.num_device_free, 0u);
+  EXPECT_EQ(s.num_alloc_retries, 0u);
+  const ReferenceStats ref = reference_view(s);
+  EXPECT_EQ(ref.allocated_bytes, 2 * MiB + 256);
+  EXPECT_EQ(ref.reserved_bytes, 22 * MiB);
+  EXPECT_EQ(ref.peak_bytes, 3 * MiB + 256);
+  EXPECT_EQ(ref.live_blocks, 2u);
+  EXPECT_EQ(ref.free_blocks, 2u);
+  EXPECT_EQ(ref.segments, 2u);
+  EXPECT_EQ(ref.cuda_malloc_calls, 2u);
+  EXPECT_EQ(ref.cuda_free_calls, 0u);
+  (void)q, (void)r;
+}
+
+TEST(CachingAllocator, ReleaseAllGivesEverySegmentBack) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  must_alloc(a, 100);
+  void* p = must_alloc(a, 5 * MiB);
+  must_alloc(a, 30 * MiB);
+  ASSERT_EQ(a.free(p), FreeStatus::ok);
+  a.release_all();
+  LUMA_ASSERT_CLEAN(a);
+  EXPECT_EQ(dev.in_use(), 0u);
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(s.segment.all.current, 0);
+  EXPECT_EQ(s.allocation.all.current, 0);
+  EXPECT_EQ(s.active_bytes.all.current, 0);
+  EXPECT_EQ(s.free_blocks, 0u);
+  EXPECT_EQ(s.num_device_free, 3u);
+  must_alloc(a, 100);  // still usable
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST(CachingAllocator, HonoursALargerAlignment) {
+  HostDevice dev(std::size_t{1} << 30, 4096);
+  AllocatorOptions o;
+  o.alignment = 4096;
+  o.min_split = 4096;
+  CachingAllocator a(dev, 0, o);
+  for (std::size_t n : {1u, 4097u, 100u, 70000u}) {
+    void* p = must_alloc(a, n);
+    EXPECT_EQ(addr(p) % 4096, 0u) << n;
+  }
+  LUMA_EXPECT_CLEAN(a);
+  EXPECT_EQ(dev.contract_violations(), 0u);
+}
+
+TEST(CachingAllocator, AbsurdRequestIsOutOfMemoryNotACrash) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  const AllocResult r = a.allocate(~std::size_t{0});
+  EXPECT_EQ(r.status, AllocStatus::out_of_memory);
+  EXPECT_EQ(r.ptr, nullptr);
+  EXPECT_EQ(a.stats().num_ooms, 1u);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+}  // namespace
+}  // namespace luma::core

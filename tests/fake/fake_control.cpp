@@ -1,0 +1,203 @@
+// fake_control.cpp - settings, control API and exit report of the stand-in driver (a TEST
+// DOUBLE): reads LUMA_FAKE_* once, implements luma_fake_* (fake_control.h), and when
+// LUMA_FAKE_COUNTERS=path is set writes the per-device counters as JSON at process exit.
+// The report runs as an ELF destructor, i.e. from _dl_fini, after every atexit handler of
+// the program and of the runtime; it takes no lock (counters are atomics) and uses plain
+// write(2), because other threads may still be running or hold locks when exit() is called.
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "fake_state.h"
+
+#define LUMA_FAKE_API __attribute__((visibility("default")))
+#include "fake_control.h"
+
+namespace luma::fake {
+namespace {
+
+// Parses "123", "64K", "512M", "4G" (powers of 1024); false for anything else.
+bool parse_size(const char* s, uint64_t* out) {
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(s, &end, 10);
+  if (end == s || errno != 0 || *s == '-') return false;
+  uint64_t mult = 1;
+  if (*end == 'K' || *end == 'k') mult = 1ULL << 10;
+  if (*end == 'M' || *end == 'm') mult = 1ULL << 20;
+  if (*end == 'G' || *end == 'g') mult = 1ULL << 30;
+  if (mult != 1) ++end;
+  if (*end != '\0' || v > UINT64_MAX / mult) return false;
+  *out = v * mult;
+  return true;
+}
+
+uint64_t env_size(const char* name, uint64_t fallback, bool suffixes) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  uint64_t out = 0;
+  bool ok = parse_size(v, &out);
+  if (ok && !suffixes) ok = std::strspn(v, "0123456789") == std::strlen(v);
+  if (!ok) {
+    std::fprintf(stderr, "libcuda.so.1 (stand-in): ignoring %s=%s (not a %s), using %llu\n",
+                 name, v, suffixes ? "size like 512M" : "number",
+                 static_cast<unsigned long long>(fallback));
+    return fallback;
+  }
+  return out;
+}
+
+State* make_state() {
+  auto* st = new State();  // never deleted: see fake_state.h
+  uint64_t devices = env_size("LUMA_FAKE_DEVICES", kDefaultDevices, false);
+  if (devices < 1 || devices > kMaxDevices) {
+    std::fprintf(stderr, "libcuda.so.1 (stand-in): LUMA_FAKE_DEVICES must be 1..%d, using %d\n",
+                 kMaxDevices, kDefaultDevices);
+    devices = kDefaultDevices;
+  }
+  st->device_count = static_cast<int>(devices);
+  st->env_capacity = env_size("LUMA_FAKE_CAPACITY", kDefaultCapacity, true);
+  st->env_fail_every = env_size("LUMA_FAKE_FAIL_EVERY", 0, false);
+  st->env_delay_us = env_size("LUMA_FAKE_DELAY_US", 0, false);
+  st->settings.capacity = st->env_capacity;
+  st->settings.fail_every = st->env_fail_every;
+  st->settings.delay_us = st->env_delay_us;
+  st->load_pid = static_cast<int>(getpid());
+  return st;
+}
+
+// CUDA cannot be used in a child forked after initialisation (the real driver refuses it
+// too); here the stream workers do not exist in the child, so every call would hang.
+void on_fork_child() {
+  State& st = state();
+  if (st.initialized.load()) st.forked_child = true;
+}
+
+void write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// "%p" in the path becomes the pid; without it only the process that loaded the stand-in
+// writes, so a forked child never overwrites its parent's report.
+void write_counters_file() {
+  const char* path = std::getenv("LUMA_FAKE_COUNTERS");
+  if (path == nullptr || *path == '\0') return;
+  State& st = state();
+  std::string p(path);
+  size_t at = p.find("%p");
+  if (at == std::string::npos) {
+    if (static_cast<int>(getpid()) != st.load_pid) return;
+  } else {
+    p.replace(at, 2, std::to_string(getpid()));
+  }
+  std::string json = "{\"devices\": [";
+  char buf[512];
+  for (int d = 0; d < st.device_count; ++d) {
+    const DeviceCounters& c = st.counters[d];
+    std::snprintf(buf, sizeof buf,
+                  "%s\n  {\"device\": %d, \"mem_alloc_calls\": %llu, \"mem_free_calls\": %llu, "
+                  "\"live_allocations\": %llu, \"live_bytes\": %llu, \"peak_bytes\": %llu, "
+                  "\"failed_allocs\": %llu}",
+                  d == 0 ? "" : ",", d,
+                  static_cast<unsigned long long>(c.alloc_calls.load()),
+                  static_cast<unsigned long long>(c.free_calls.load()),
+                  static_cast<unsigned long long>(c.live_allocations.load()),
+                  static_cast<unsigned long long>(c.live_bytes.load()),
+                  static_cast<unsigned long long>(c.peak_bytes.load()),
+                  static_cast<unsigned long long>(c.failed_allocs.load()));
+    json += buf;
+  }
+  json += "\n]}\n";
+  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    std::snprintf(buf, sizeof buf, "libcuda.so.1 (stand-in): cannot write %s: %s\n",
+                  p.c_str(), std::strerror(errno));
+    write_all(2, buf, std::strlen(buf));
+    return;
+  }
+  write_all(fd, json.data(), json.size());
+  ::close(fd);
+}
+
+__attribute__((constructor)) void on_load() {
+  state();
+  pthread_atfork(nullptr, nullptr, on_fork_child);
+}
+
+__attribute__((destructor)) void on_unload() { write_counters_file(); }
+
+}  // namespace
+
+State& state() {
+  static State* st = make_state();
+  return *st;
+}
+
+}  // namespace luma::fake
+
+using namespace luma::fake;
+
+extern "C" {
+
+int luma_fake_get_counters(int device, struct luma_fake_counters* out) {
+  State& st = state();
+  if (out == nullptr || device < 0 || device >= st.device_count) return -1;
+  const DeviceCounters& c = st.counters[device];
+  out->mem_alloc_calls = c.alloc_calls.load();
+  out->mem_free_calls = c.free_calls.load();
+  out->live_allocations = c.live_allocations.load();
+  out->live_bytes = c.live_bytes.load();
+  out->peak_bytes = c.peak_bytes.load();
+  out->failed_allocs = c.failed_allocs.load();
+  return 0;
+}
+
+int luma_fake_device_count(void) { return state().device_count; }
+
+void luma_fake_set_capacity(uint64_t bytes) { state().settings.capacity = bytes; }
+
+void luma_fake_set_fail_every(uint64_t n) {
+  State& st = state();
+  st.settings.fail_every = n;
+  st.alloc_attempts = 0;
+}
+
+void luma_fake_set_delay_us(uint64_t us) { state().settings.delay_us = us; }
+
+void luma_fake_set_gate_open(int open) {
+  State& st = state();
+  {
+    std::lock_guard lock(st.gate_m);
+    st.gate_open = open != 0;
+  }
+  st.gate_cv.notify_all();
+}
+
+void luma_fake_reset(void) {
+  State& st = state();
+  for (int d = 0; d < st.device_count; ++d) {
+    DeviceCounters& c = st.counters[d];
+    c.alloc_calls = 0;
+    c.free_calls = 0;
+    c.failed_allocs = 0;
+    c.peak_bytes = c.live_bytes.load();
+  }
+  st.settings.capacity = st.env_capacity;
+  luma_fake_set_fail_every(st.env_fail_every);
+  st.settings.delay_us = st.env_delay_us;
+  luma_fake_set_gate_open(1);
+}
+
+}  // extern "C"

@@ -1,0 +1,51 @@
+// fake_control.h - the control and inspection API of the stand-in driver (libcuda.so.1 in
+// tests/fake), a TEST DOUBLE: tests read its counters of real allocations and change its
+// capacity, failure injection and stream delay at run time. Plain C so any test can use it.
+// Never include this from shim/ or core/: it exists only in the stand-in.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef LUMA_FAKE_API
+#define LUMA_FAKE_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Counters of one device since load (or the last luma_fake_reset). "Real" allocations are
+// the driver-level ones: each successful cuMemAlloc_v2 / cuMemAllocPitch_v2 /
+// cuMemAllocAsync counts once in mem_alloc_calls; each successful free once in
+// mem_free_calls; a refused allocation (capacity, injected failure) only in failed_allocs.
+struct luma_fake_counters {
+  uint64_t mem_alloc_calls;
+  uint64_t mem_free_calls;
+  uint64_t live_allocations;
+  uint64_t live_bytes;   // requested sizes rounded up to the 512-byte alignment
+  uint64_t peak_bytes;   // highest live_bytes seen
+  uint64_t failed_allocs;
+};
+
+// Fills *out for device `device`; returns 0, or -1 for a device that does not exist.
+LUMA_FAKE_API int luma_fake_get_counters(int device, struct luma_fake_counters* out);
+// Number of stand-in devices (LUMA_FAKE_DEVICES).
+LUMA_FAKE_API int luma_fake_device_count(void);
+// Capacity of every device in bytes; allocations past it fail with CUDA_ERROR_OUT_OF_MEMORY.
+LUMA_FAKE_API void luma_fake_set_capacity(uint64_t bytes);
+// Every Nth allocation call fails with CUDA_ERROR_OUT_OF_MEMORY; 0 turns injection off.
+// Restarts the count.
+LUMA_FAKE_API void luma_fake_set_fail_every(uint64_t n);
+// Delay before each asynchronous stream operation runs, in microseconds.
+LUMA_FAKE_API void luma_fake_set_delay_us(uint64_t us);
+// Gate for asynchronous stream operations: while closed (0) no queued *Async operation
+// starts, so a test can observe "still running" without timing. Default open (1).
+LUMA_FAKE_API void luma_fake_set_gate_open(int open);
+// Zeroes the counters (live_* keep describing live memory; peak restarts from it) and
+// resets capacity, failure injection, delay and gate to their environment defaults.
+LUMA_FAKE_API void luma_fake_reset(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,109 @@
+// fake_driver_api.h - the driver entry points the stand-in libcuda.so.1 (a TEST DOUBLE)
+// exports, under their real exported names and signatures (cuda.h of CUDA 13.0), for the
+// stand-in itself, its tests and the driver-API test programs (which cannot include the
+// toolkit's cuda.h where no toolkit is installed). The _ptsz/_ptds forms are the
+// per-thread-default-stream variants.
+#pragma once
+
+#include "cuda_abi.h"
+
+#ifndef LUMA_FAKE_API
+#define LUMA_FAKE_API
+#endif
+
+extern "C" {
+
+LUMA_FAKE_API CUresult cuInit(unsigned int flags);
+LUMA_FAKE_API CUresult cuDriverGetVersion(int* version);
+LUMA_FAKE_API CUresult cuDeviceGetCount(int* count);
+LUMA_FAKE_API CUresult cuDeviceGet(CUdevice* device, int ordinal);
+LUMA_FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev);
+LUMA_FAKE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+LUMA_FAKE_API CUresult cuCtxGetCurrent(CUcontext* ctx);
+LUMA_FAKE_API CUresult cuCtxSetCurrent(CUcontext ctx);
+LUMA_FAKE_API CUresult cuCtxPushCurrent_v2(CUcontext ctx);
+LUMA_FAKE_API CUresult cuCtxPopCurrent_v2(CUcontext* ctx);
+LUMA_FAKE_API CUresult cuCtxGetDevice(CUdevice* device);
+LUMA_FAKE_API CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx);
+LUMA_FAKE_API CUresult cuCtxSynchronize(void);
+LUMA_FAKE_API CUresult cuCtxSynchronize_v2(CUcontext ctx);
+
+// Pre-3.2 (32-bit) ABI: distinct functions that refuse, so a caller can tell which ABI it got.
+LUMA_FAKE_API CUresult cuMemAlloc(unsigned int* dptr, unsigned int bytesize);
+LUMA_FAKE_API CUresult cuMemFree(unsigned int dptr);
+LUMA_FAKE_API CUresult cuMemGetInfo(unsigned int* free, unsigned int* total);
+LUMA_FAKE_API CUresult cuMemGetAddressRange(unsigned int* base, unsigned int* size,
+                                            unsigned int dptr);
+
+LUMA_FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize);
+LUMA_FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr);
+LUMA_FAKE_API CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width,
+                                          size_t height, unsigned int elementSize);
+LUMA_FAKE_API CUresult cuMemGetInfo_v2(size_t* free, size_t* total);
+LUMA_FAKE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size,
+                                               CUdeviceptr dptr);
+LUMA_FAKE_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute,
+                                             CUdeviceptr ptr);
+LUMA_FAKE_API CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream stream);
+LUMA_FAKE_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
+                                            CUstream stream);
+LUMA_FAKE_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream);
+LUMA_FAKE_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream);
+
+LUMA_FAKE_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n);
+LUMA_FAKE_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char value, size_t n);
+LUMA_FAKE_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n,
+                                       CUstream stream);
+LUMA_FAKE_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char value, size_t n,
+                                            CUstream stream);
+LUMA_FAKE_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes);
+LUMA_FAKE_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t bytes);
+LUMA_FAKE_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes);
+LUMA_FAKE_API CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t bytes);
+LUMA_FAKE_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+LUMA_FAKE_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+LUMA_FAKE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes,
+                                            CUstream stream);
+LUMA_FAKE_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src,
+                                                 size_t bytes, CUstream stream);
+LUMA_FAKE_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes,
+                                            CUstream stream);
+LUMA_FAKE_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t bytes,
+                                                 CUstream stream);
+LUMA_FAKE_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                                            CUstream stream);
+LUMA_FAKE_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src,
+                                                 size_t bytes, CUstream stream);
+
+LUMA_FAKE_API CUresult cuStreamCreate(CUstream* stream, unsigned int flags);
+LUMA_FAKE_API CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned int flags,
+                                                  int priority);
+LUMA_FAKE_API CUresult cuStreamDestroy(CUstream stream);
+LUMA_FAKE_API CUresult cuStreamDestroy_v2(CUstream stream);
+LUMA_FAKE_API CUresult cuStreamSynchronize(CUstream stream);
+LUMA_FAKE_API CUresult cuStreamSynchronize_ptsz(CUstream stream);
+LUMA_FAKE_API CUresult cuStreamQuery(CUstream stream);
+LUMA_FAKE_API CUresult cuStreamQuery_ptsz(CUstream stream);
+LUMA_FAKE_API CUresult cuStreamGetFlags(CUstream stream, unsigned int* flags);
+LUMA_FAKE_API CUresult cuStreamGetFlags_ptsz(CUstream stream, unsigned int* flags);
+LUMA_FAKE_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags);
+LUMA_FAKE_API CUresult cuStreamWaitEvent_ptsz(CUstream stream, CUevent event,
+                                              unsigned int flags);
+
+LUMA_FAKE_API CUresult cuEventCreate(CUevent* event, unsigned int flags);
+LUMA_FAKE_API CUresult cuEventRecord(CUevent event, CUstream stream);
+LUMA_FAKE_API CUresult cuEventRecord_ptsz(CUevent event, CUstream stream);
+LUMA_FAKE_API CUresult cuEventQuery(CUevent event);
+LUMA_FAKE_API CUresult cuEventSynchronize(CUevent event);
+LUMA_FAKE_API CUresult cuEventDestroy(CUevent event);
+LUMA_FAKE_API CUresult cuEventDestroy_v2(CUevent event);
+
+LUMA_FAKE_API CUresult cuGetErrorString(CUresult error, const char** str);
+LUMA_FAKE_API CUresult cuGetErrorName(CUresult error, const char** str);
+LUMA_FAKE_API CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
+                                        cuuint64_t flags);
+LUMA_FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
+                                           cuuint64_t flags,
+                                           CUdriverProcAddressQueryResult* symbolStatus);
+
+}  // extern "C"

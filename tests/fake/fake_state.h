@@ -1,0 +1,131 @@
+// fake_state.h - internal state of the stand-in driver (a TEST DOUBLE for libcuda.so.1):
+// settings, devices with their primary contexts, the allocation registry, counters, and the
+// stream machinery (one worker thread per stream, FIFO, legacy-stream dependencies).
+// Everything is created on first use and never destroyed: worker threads may still run when
+// the process exits, so no static destructor may join them or free what they use.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cuda_abi.h"
+
+namespace luma::fake {
+
+// Why 512: the real driver aligns cuMemAlloc results to at least 256 bytes; 512 keeps
+// every block a multiple of what programs (and the shim's carving) may assume.
+inline constexpr size_t kAlignment = 512;
+inline constexpr uint64_t kDefaultCapacity = 1ULL << 30;  // per device; safe on small hosts
+inline constexpr int kDefaultDevices = 2;
+inline constexpr int kMaxDevices = 8;
+inline constexpr int kDriverVersion = 13000;  // what cuDriverGetVersion reports
+
+struct DeviceCounters {
+  std::atomic<uint64_t> alloc_calls{0}, free_calls{0}, live_allocations{0}, live_bytes{0},
+      peak_bytes{0}, failed_allocs{0};
+};
+
+struct Context;
+struct Stream;
+using StreamPtr = std::shared_ptr<Stream>;
+
+// One queued operation: runs on the stream's worker after its dependencies completed.
+struct Op {
+  uint64_t seq = 0;
+  std::vector<std::pair<StreamPtr, uint64_t>> deps;
+  std::function<void()> fn;
+  bool async = false;  // *Async calls: delayed by the configured delay and held by the gate
+};
+
+struct Stream {
+  Context* ctx = nullptr;
+  unsigned flags = 0;
+  bool legacy = false;  // the context's NULL / CU_STREAM_LEGACY stream
+
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<Op> queue;
+  uint64_t submitted = 0;
+  uint64_t completed = 0;
+  bool stop = false;
+  std::thread worker;
+
+  bool blocking() const { return legacy || (flags & CU_STREAM_NON_BLOCKING) == 0; }
+  bool done(uint64_t seq);
+  void wait(uint64_t seq);
+};
+
+// A recorded event completes when its stream has run everything queued before the record.
+struct Event {
+  std::mutex m;
+  StreamPtr stream;  // null until recorded: an unrecorded event counts as complete
+  uint64_t seq = 0;
+  unsigned flags = 0;
+};
+
+struct Context {
+  int device = 0;
+  StreamPtr legacy;
+  std::mutex m;                  // guards streams, orders submissions
+  std::vector<StreamPtr> streams;  // created and per-thread streams (not legacy)
+};
+
+struct Allocation {
+  size_t size = 0;  // rounded size
+  int device = 0;
+  uint64_t buffer_id = 0;
+  bool async = false;  // from cuMemAllocAsync: cuMemFree does not synchronize for it
+};
+
+struct Settings {
+  std::atomic<uint64_t> capacity{kDefaultCapacity};
+  std::atomic<uint64_t> fail_every{0};
+  std::atomic<uint64_t> delay_us{0};
+};
+
+struct State {
+  int device_count = kDefaultDevices;
+  uint64_t env_capacity = kDefaultCapacity, env_fail_every = 0, env_delay_us = 0;
+  Settings settings;
+  std::atomic<uint64_t> alloc_attempts{0};
+  DeviceCounters counters[kMaxDevices];
+  Context contexts[kMaxDevices];
+
+  std::mutex mem_m;
+  std::map<uintptr_t, Allocation> allocations;
+  uint64_t next_buffer_id = 1;
+
+  std::mutex handles_m;
+  std::unordered_map<const void*, StreamPtr> streams;  // live created streams by handle
+  std::unordered_map<const void*, std::shared_ptr<Event>> events;  // live events
+
+  std::mutex gate_m;
+  std::condition_variable gate_cv;
+  bool gate_open = true;
+
+  std::atomic<bool> initialized{false};
+  std::atomic<bool> forked_child{false};  // a child forked after cuInit cannot use CUDA
+  int load_pid = 0;
+};
+
+State& state();  // created on first call, never destroyed
+
+// Streams (fake_streams.cpp).
+StreamPtr make_stream(Context* ctx, unsigned flags, bool legacy);
+void destroy_stream(const StreamPtr& s);  // drains, stops and joins its worker
+// Queues fn on s with legacy-stream dependencies; returns its sequence number.
+uint64_t submit(const StreamPtr& s, std::function<void()> fn, bool async);
+void synchronize_context(Context* ctx);
+StreamPtr per_thread_stream(Context* ctx);  // this thread's default stream (blocking)
+
+}  // namespace luma::fake

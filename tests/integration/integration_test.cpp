@@ -1,0 +1,419 @@
+// integration_test.cpp - libluma.so preloaded into the test programs as a user would run
+// it (LD_PRELOAD, the stand-in driver and runtime on LD_LIBRARY_PATH), asserting on the
+// stand-in's counters of real allocations (LUMA_FAKE_COUNTERS) and on luma's own JSON
+// statistics (LUMA_STATS=json, LUMA_STATS_FILE). Paths come from meson as LUMA_IT_*.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "subprocess.h"
+
+namespace luma::integration {
+namespace {
+
+using nlohmann::json;
+
+const char* const kStatsHeader = "luma: memory statistics at exit";
+
+struct Paths {
+  std::string lib = setting("LUMA_IT_LIB");
+  std::string fake_dir = setting("LUMA_IT_FAKE_DIR");
+  std::string probe = setting("LUMA_IT_PROBE");
+  std::string host_spdlog = setting("LUMA_IT_HOST_SPDLOG");
+  std::string nm = setting("LUMA_IT_NM");
+  std::string ldd = setting("LUMA_IT_LDD");
+  std::string prog(const std::string& flavour) const {
+    std::string name = "LUMA_IT_PROG_" + flavour;
+    return setting(name.c_str());
+  }
+};
+
+const Paths& paths() {
+  static const Paths p;
+  return p;
+}
+
+// One run of a program under luma, with the stand-in's counters and luma's JSON stats.
+struct LumaRun {
+  Result result;
+  json stats;     // luma's statistics (null when none were written)
+  json counters;  // the stand-in's counters (null when none were written)
+};
+
+Env luma_env(const Env& extra = {}) {
+  Env e = clean_env({{"LD_PRELOAD", paths().lib}, {"LD_LIBRARY_PATH", paths().fake_dir}});
+  for (const auto& [k, v] : extra) e[k] = v;
+  return e;
+}
+
+json parse_or_null(const std::string& text) {
+  if (text.empty()) return nullptr;
+  return json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+LumaRun run_under_luma(const std::string& flavour, const std::vector<std::string>& args,
+                   const Env& extra = {}) {
+  std::string dir = temp_dir();
+  Env env = luma_env({{"LUMA_STATS", "json"},
+                      {"LUMA_STATS_FILE", dir + "/stats.json"},
+                      {"LUMA_FAKE_COUNTERS", dir + "/counters.json"}});
+  for (const auto& [k, v] : extra) env[k] = v;
+  std::vector<std::string> argv{paths().prog(flavour)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  LumaRun r;
+  r.result = run(argv, env);
+  r.stats = parse_or_null(read_file(dir + "/stats.json"));
+  r.counters = parse_or_null(read_file(dir + "/counters.json"));
+  std::remove((dir + "/stats.json").c_str());
+  std::remove((dir + "/counters.json").c_str());
+  rmdir(dir.c_str());
+  return r;
+}
+
+std::string describe(const Result& r) {
+  return "exit " + std::to_string(r.exit_code) + " signal " + std::to_string(r.signal) +
+         "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
+}
+
+const json& device_stats(const json& stats, int device) {
+  static const json none;
+  if (!stats.is_object() || !stats.contains("devices")) return none;
+  for (const json& d : stats["devices"])
+    if (d.value("device", -1) == device) return d;
+  return none;
+}
+
+const json& device_counters(const json& counters, int device) {
+  static const json none;
+  if (!counters.is_object() || !counters.contains("devices")) return none;
+  for (const json& d : counters["devices"])
+    if (d.value("device", -1) == device) return d;
+  return none;
+}
+
+bool have_programs() {
+  return !paths().lib.empty() && !paths().fake_dir.empty() && !paths().prog("shared").empty();
+}
+
+#define REQUIRE_PROGRAMS() \
+  if (!have_programs()) GTEST_SKIP() << "test programs or libluma.so not built"
+
+// ---- every kind of program is served -----------------------------------------------
+
+class EveryKind : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryKind, ManyAllocationsBecomeAFewRealOnes) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"loop", "100000", "4096"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  const json& c = device_counters(r.counters, 0);
+  ASSERT_TRUE(c.is_object()) << "no stand-in counters";
+  EXPECT_LE(c["mem_alloc_calls"].get<int>(), 4) << c.dump();
+  EXPECT_GE(c["mem_alloc_calls"].get<int>(), 1) << c.dump();
+  const json& s = device_stats(r.stats, 0);
+  ASSERT_TRUE(s.is_object()) << "no luma statistics";
+  EXPECT_EQ(s["alloc_calls"].get<int>(), 100000);
+  EXPECT_EQ(s["free_calls"].get<int>(), 100000);
+  EXPECT_EQ(s["cuda_malloc_calls"], c["mem_alloc_calls"]);
+  EXPECT_EQ(s["cuda_free_calls"], c["mem_free_calls"]);
+  EXPECT_EQ(s["live_blocks"].get<int>(), 0);
+  EXPECT_EQ(r.stats["free_sync"], "event");
+  EXPECT_TRUE(r.stats.contains("pid"));
+  EXPECT_TRUE(r.stats.contains("settings"));
+  EXPECT_TRUE(r.result.err.empty()) << r.result.err;
+}
+
+TEST_P(EveryKind, MixedSizesAreServed) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"loop-mixed", "2000"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_EQ(device_stats(r.stats, 0)["alloc_calls"].get<int>(), 2000);
+  EXPECT_LT(device_counters(r.counters, 0)["mem_alloc_calls"].get<int>(), 100);
+}
+
+TEST_P(EveryKind, ThreadsStressWithDataChecked) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"stress", "8", "500"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  const json& s = device_stats(r.stats, 0);
+  EXPECT_EQ(s["alloc_calls"], s["free_calls"]);
+  EXPECT_GE(s["alloc_calls"].get<int>(), 8 * 500 / 8);
+  EXPECT_EQ(s["live_blocks"].get<int>(), 0);
+}
+
+TEST_P(EveryKind, ThreadsMakingTheirFirstCallAtOnce) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"threads-first", "16"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_GE(device_stats(r.stats, 0)["alloc_calls"].get<int>(), 16);
+}
+
+TEST_P(EveryKind, InvalidAndDoubleFreeGiveTheDriversCodes) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"invalid-free"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  // The interior and the double free were luma's blocks: refused without the driver.
+  EXPECT_GE(device_stats(r.stats, 0)["invalid_frees"].get<int>(), 1) << r.stats.dump();
+}
+
+TEST_P(EveryKind, HazardCorruptsWithFreeSyncNone) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"hazard"},
+                         {{"LUMA_CONF", "free_sync:none"}, {"LUMA_FAKE_DELAY_US", "20000"}});
+  EXPECT_EQ(r.result.exit_code, 3) << describe(r.result);
+  EXPECT_NE(r.result.out.find("CORRUPTED"), std::string::npos) << r.result.out;
+}
+
+TEST_P(EveryKind, HazardCleanWithTheDefaultPolicy) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"hazard"}, {{"LUMA_FAKE_DELAY_US", "20000"}});
+  EXPECT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_NE(r.result.out.find("hazard: CLEAN"), std::string::npos) << r.result.out;
+}
+
+TEST_P(EveryKind, HazardCleanWithFreeSyncDevice) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"hazard"},
+                         {{"LUMA_CONF", "free_sync:device"}, {"LUMA_FAKE_DELAY_US", "20000"}});
+  EXPECT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_NE(r.result.out.find("hazard: CLEAN"), std::string::npos) << r.result.out;
+  EXPECT_EQ(r.stats["free_sync"], "device");
+}
+
+TEST_P(EveryKind, OutOfMemoryReleasesTheCacheRetriesAndIsCounted) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"oom", std::to_string(32 << 20)},
+                         {{"LUMA_FAKE_CAPACITY", std::to_string(256 << 20)}});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  const json& s = device_stats(r.stats, 0);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_GE(s["memory_stats"]["num_ooms"].get<int>(), 1) << s.dump();
+  EXPECT_GE(s["memory_stats"]["num_alloc_retries"].get<int>(), 1);
+  EXPECT_GE(device_counters(r.counters, 0)["failed_allocs"].get<int>(), 1);
+}
+
+TEST_P(EveryKind, TwoDevicesHaveTheirOwnStatistics) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"two-devices"}, {{"LUMA_FAKE_DEVICES", "2"}});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  ASSERT_EQ(r.stats["devices"].size(), 2u) << r.stats.dump();
+  for (int d : {0, 1}) {
+    EXPECT_GE(device_stats(r.stats, d)["alloc_calls"].get<int>(), 1) << d;
+    EXPECT_EQ(device_stats(r.stats, d)["cuda_malloc_calls"],
+              device_counters(r.counters, d)["mem_alloc_calls"])
+        << d;
+  }
+}
+
+TEST_P(EveryKind, MemInfoCountsTheCacheAsFree) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"meminfo"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  // "free before F0, ..., after free F2": with the cached block reported free, F2 == F0.
+  unsigned long long t = 0, f0 = 0, n = 0, f1 = 0, f2 = 0;
+  ASSERT_EQ(std::sscanf(r.result.out.c_str(),
+                        "meminfo: total %llu; free before %llu, with %llu allocated %llu, "
+                        "after free %llu",
+                        &t, &f0, &n, &f1, &f2),
+            5)
+      << r.result.out;
+  EXPECT_EQ(f2, f0);
+  EXPECT_LT(f1, f0);
+}
+
+TEST_P(EveryKind, StreamOrderedAllocationsAreForwarded) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"async", "50"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+}
+
+// Each exit path prints the statistics exactly once, after the program's atexit handlers.
+TEST_P(EveryKind, EveryExitPathPrintsOnce) {
+  REQUIRE_PROGRAMS();
+  for (const char* mode : {"exit-main", "exit-thread", "atexit"}) {
+    Result r = run({paths().prog(GetParam()), mode}, luma_env());
+    ASSERT_EQ(r.exit_code, 0) << mode << "\n" << describe(r);
+    EXPECT_EQ(count(r.err, kStatsHeader), 1) << mode << "\n" << r.err;
+  }
+  // The atexit handler's allocation is in the statistics: they were taken after it ran.
+  LumaRun a = run_under_luma(GetParam(), {"atexit"});
+  ASSERT_EQ(a.result.exit_code, 0) << describe(a.result);
+  LumaRun m = run_under_luma(GetParam(), {"exit-main"});
+  EXPECT_NE(a.result.out.find("atexit: handler alloc/free ok"), std::string::npos);
+  const json& s = device_stats(a.stats, 0);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["alloc_calls"], s["free_calls"]) << s.dump();
+}
+
+TEST_P(EveryKind, ForkedChildNeitherPrintsNorCorrupts) {
+  REQUIRE_PROGRAMS();
+  Result r = run({paths().prog(GetParam()), "fork"}, luma_env());
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count(r.err, kStatsHeader), 1) << r.err;
+  // Same with a file per process: only the parent's exists.
+  std::string dir = temp_dir();
+  Result f = run({paths().prog(GetParam()), "fork"},
+                 luma_env({{"LUMA_STATS", "json"}, {"LUMA_STATS_FILE", dir + "/s.%p.json"}}));
+  ASSERT_EQ(f.exit_code, 0) << describe(f);
+  std::vector<std::string> files;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') files.push_back(dir + "/" + e->d_name);
+    closedir(d);
+  }
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_TRUE(parse_or_null(read_file(files[0])).is_object()) << read_file(files[0]);
+  for (const auto& p : files) std::remove(p.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST_P(EveryKind, ExecdChildIsServedAfresh) {
+  REQUIRE_PROGRAMS();
+  Result r = run({paths().prog(GetParam()), "fork-exec"}, luma_env());
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count(r.err, kStatsHeader), 2) << r.err;  // the parent's and the new program's
+}
+
+TEST_P(EveryKind, BadSettingIsNamedOnceAndTheProgramRunsOn) {
+  REQUIRE_PROGRAMS();
+  Result r = run({paths().prog(GetParam()), "loop", "100", "4096"},
+                 luma_env({{"LUMA_STATS", "yaml"}}));
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count(r.err, "LUMA_STATS='yaml'"), 1) << r.err;
+  EXPECT_EQ(count(r.err, kStatsHeader), 1) << r.err;  // the default (text) applies
+  Result c = run({paths().prog(GetParam()), "loop", "100", "4096"},
+                 luma_env({{"LUMA_CONF", "free_sync:sometimes"}, {"LUMA_STATS", "off"}}));
+  ASSERT_EQ(c.exit_code, 0) << describe(c);
+  EXPECT_EQ(count(c.err, "\n"), 1) << c.err;
+  EXPECT_NE(c.err.find("free_sync"), std::string::npos) << c.err;
+}
+
+TEST_P(EveryKind, DisabledLumaForwardsEverything) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"loop", "1000", "4096"}, {{"LUMA_DISABLE", "1"}});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_TRUE(r.stats.is_null());
+  EXPECT_EQ(device_counters(r.counters, 0)["mem_alloc_calls"].get<int>(), 1000);
+}
+
+INSTANTIATE_TEST_SUITE_P(Programs, EveryKind,
+                         ::testing::Values("static", "shared", "dlopen", "driver"),
+                         [](const auto& info) { return info.param; });
+
+// ---- harmless where CUDA is not used -------------------------------------------------
+
+void expect_unchanged(const std::vector<std::string>& argv) {
+  Result plain = run(argv, clean_env());
+  Result preloaded = run(argv, luma_env());
+  EXPECT_EQ(preloaded.exit_code, plain.exit_code) << argv[0];
+  EXPECT_EQ(preloaded.out, plain.out) << argv[0];
+  EXPECT_EQ(preloaded.err, "") << argv[0];
+  EXPECT_EQ(plain.err, "") << argv[0];
+}
+
+TEST(Harmless, LsIsUnchanged) {
+  if (paths().lib.empty()) GTEST_SKIP();
+  expect_unchanged({"ls", "-la", "/"});
+}
+
+TEST(Harmless, PythonIsUnchanged) {
+  if (paths().lib.empty()) GTEST_SKIP();
+  if (run({"python3", "-c", "1"}, clean_env()).exit_code != 0) GTEST_SKIP() << "no python3";
+  expect_unchanged({"python3", "-c", "1"});
+  expect_unchanged({"python3", "-c", "import ctypes, sys; print(sys.version_info[0])"});
+}
+
+TEST(Harmless, ProgramWithoutCudaIsUnchanged) {
+  REQUIRE_PROGRAMS();
+  expect_unchanged({paths().prog("nocuda")});
+  EXPECT_EQ(run({paths().prog("nocuda")}, luma_env()).exit_code, 7);
+}
+
+TEST(Harmless, HostSpdlogAndFmtAreUndisturbed) {
+  if (paths().lib.empty() || paths().host_spdlog.empty()) GTEST_SKIP();
+  Result plain = run({paths().host_spdlog}, clean_env());
+  ASSERT_EQ(plain.exit_code, 0) << describe(plain);
+  ASSERT_NE(plain.out.find("[host] info: 1 + 2 = 3"), std::string::npos) << plain.out;
+  Result preloaded = run({paths().host_spdlog}, luma_env({{"LUMA_LOG_LEVEL", "trace"}}));
+  EXPECT_EQ(preloaded.exit_code, 0);
+  EXPECT_EQ(preloaded.out, plain.out);
+  EXPECT_EQ(preloaded.err, "");
+}
+
+// ---- the library itself --------------------------------------------------------------
+
+TEST(Library, ExportsExactlyTheInterposedSymbols) {
+  if (paths().lib.empty() || paths().nm.empty()) GTEST_SKIP();
+  Result r = run({paths().nm, "-D", "--defined-only", paths().lib}, clean_env());
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  std::set<std::string> got;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    auto sp = line.rfind(' ');
+    if (sp != std::string::npos) got.insert(line.substr(sp + 1));
+  }
+  const std::set<std::string> want = {
+      "dlsym", "cuGetProcAddress", "cuGetProcAddress_v2", "cuMemAlloc_v2", "cuMemFree_v2",
+      "cuMemAllocPitch_v2", "cuMemGetInfo_v2", "cuMemGetAddressRange_v2",
+      "cuPointerGetAttribute", "cuStreamCreate", "cuStreamCreateWithPriority",
+      "cuStreamDestroy_v2"};
+  EXPECT_EQ(got, want) << r.out;
+}
+
+TEST(Library, NeedsOnlyTheCAndCxxRuntime) {
+  if (paths().lib.empty() || paths().ldd.empty()) GTEST_SKIP();
+  Result r = run({paths().ldd, paths().lib}, clean_env());
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const std::vector<std::string> allowed = {"linux-vdso", "libc.so", "libstdc++.so",
+                                            "libgcc_s.so", "libm.so", "ld-linux"};
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    bool ok = std::any_of(allowed.begin(), allowed.end(),
+                          [&](const std::string& a) { return line.find(a) != std::string::npos; });
+    EXPECT_TRUE(ok) << "unexpected dependency: " << line;
+  }
+}
+
+TEST(Library, CudaVersionDecidesWhichAbiIsHandedOut) {
+  if (paths().lib.empty() || paths().probe.empty()) GTEST_SKIP();
+  Result r = run({paths().probe}, luma_env());
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  auto line = [&](const std::string& prefix) {
+    auto pos = r.out.find(prefix + " -> ");
+    if (pos == std::string::npos) return std::string("missing");
+    auto end = r.out.find_first_of(" \n", pos + prefix.size() + 4);
+    return r.out.substr(pos + prefix.size() + 4, end - pos - prefix.size() - 4);
+  };
+  EXPECT_EQ(line("dlsym cuGetProcAddress_v2"), "libluma.so");
+  EXPECT_EQ(line("dlsym cuMemAlloc_v2"), "libluma.so");
+  EXPECT_EQ(line("dlsym cuInit"), "libcuda.so.1");
+  EXPECT_EQ(line("cuGetProcAddress 12000 0"), "libluma.so");
+  EXPECT_EQ(line("cuGetProcAddress 11030 0"), "libluma.so");
+  EXPECT_EQ(line("cuMemAlloc 2000 0"), "libcuda.so.1");  // the 32-bit v1 ABI: the driver's
+  EXPECT_EQ(line("cuMemFree 2000 0"), "libcuda.so.1");
+  EXPECT_EQ(line("cuMemAlloc 3020 0"), "libluma.so");
+  EXPECT_EQ(line("cuMemAlloc 3020 2"), "libluma.so");  // per-thread default stream flag
+  EXPECT_EQ(line("cuMemFree 3020 0"), "libluma.so");
+  EXPECT_EQ(line("cuMemFree 3020 2"), "libluma.so");
+  EXPECT_EQ(line("cuMemGetInfo 3020 0"), "libluma.so");
+  EXPECT_EQ(line("cuMemAllocAsync 11020 0"), "libcuda.so.1");  // the driver's own pool
+  EXPECT_EQ(line("cuMemAllocAsync 11020 2"), "libcuda.so.1");
+  EXPECT_EQ(line("cuMemFreeAsync 11020 2"), "libcuda.so.1");
+  EXPECT_EQ(line("cuStreamCreate 2000 0"), "libluma.so");
+  EXPECT_EQ(line("cuStreamDestroy 4000 0"), "libluma.so");
+  EXPECT_EQ(line("cuCtxSynchronize 2000 0"), "libcuda.so.1");
+  EXPECT_EQ(line("cuInit 2000 0"), "libcuda.so.1");
+  // Without luma every answer is the driver's.
+  Result plain = run({paths().probe}, clean_env({{"LD_LIBRARY_PATH", paths().fake_dir}}));
+  EXPECT_EQ(count(plain.out, "libluma"), 0) << plain.out;
+}
+
+}  // namespace
+}  // namespace luma::integration

@@ -1,0 +1,134 @@
+// plan_cli_test.cpp - `luma plan` end to end: runs the built luma program (LUMA_EXE, from
+// meson) on MiniMalloc's example and on bad input, checking exit codes (0 ok, 1 failure,
+// 2 usage) and the files it writes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "planner/lifetime_reader.h"
+#include "planner/plan_checker.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct LumaRun {
+  int code;
+  std::string output;  // stdout and stderr
+};
+
+LumaRun luma(const std::string& args) {
+  std::string cmd = std::string(LUMA_EXE) + " " + args + " 2>&1";
+  LumaRun r{-1, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+fs::path scratch(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("luma-plan-cli-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+std::string example() { return (fs::path(LUMA_MINIMALLOC_DIR) / "example.12.csv").string(); }
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(PlanCli, PlansTheExampleAndWritesItsFiles) {
+  if (!fs::exists(example())) GTEST_SKIP() << "no " << example();
+  fs::path json = scratch("plan.json"), csv = scratch("plan.csv"), svg = scratch("plan.svg");
+  LumaRun r = luma("plan " + example() + " -o " + json.string() + " --csv " + csv.string() +
+               " --svg " + svg.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("lower bound 12 B"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tlsf"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("arena 12 B, 1.0000 x LB"), std::string::npos) << r.output;
+
+  auto doc = nlohmann::json::parse(slurp(json));
+  ASSERT_EQ(doc["devices"].size(), 1u);
+  EXPECT_EQ(doc["devices"][0]["arena"], 12);
+  EXPECT_EQ(doc["devices"][0]["lower_bound"], 12);
+  ASSERT_EQ(doc["devices"][0]["allocations"].size(), 5u);
+  EXPECT_EQ(doc["devices"][0]["allocations"][0]["name"], "b1");
+
+  std::string text = slurp(csv);
+  EXPECT_EQ(text.substr(0, text.find('\n')), "id,lower,upper,size,offset");
+  // The CSV's offsets form a valid plan of the example.
+  std::vector<luma::core::Lifetime> lts =
+      luma::core::read_lifetimes_file(example(), luma::core::builtin_readers());
+  luma::core::Plan plan;
+  std::istringstream rows(text);
+  std::string line;
+  std::getline(rows, line);
+  while (std::getline(rows, line)) plan.offsets.push_back(std::stoull(line.substr(line.rfind(',') + 1)));
+  plan.arena = luma::core::arena_of(lts, plan.offsets);
+  EXPECT_EQ(plan.arena, 12u);
+  EXPECT_TRUE(luma::core::check_plan(lts, plan).empty());
+  EXPECT_NE(slurp(svg).find("<svg"), std::string::npos);
+}
+
+TEST(PlanCli, EveryStrategyRuns) {
+  if (!fs::exists(example())) GTEST_SKIP() << "no " << example();
+  for (const char* s : {"tlsf", "greedy", "best"})
+    EXPECT_EQ(luma(std::string("plan --strategy ") + s + " " + example()).code, 0) << s;
+}
+
+TEST(PlanCli, UsageErrorsExitWith2) {
+  EXPECT_EQ(luma("plan").code, 2);
+  EXPECT_EQ(luma("plan x.csv --strategy fastest").code, 2);
+  EXPECT_EQ(luma("plan x.csv --time-limit -1").code, 2);
+  EXPECT_EQ(luma("plan x.csv --bogus").code, 2);
+  EXPECT_EQ(luma("frobnicate").code, 2);
+  EXPECT_EQ(luma("").code, 2);
+}
+
+TEST(PlanCli, HelpExitsWith0) {
+  LumaRun r = luma("plan --help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.output.find("--strategy"), std::string::npos) << r.output;
+  EXPECT_EQ(luma("--help").code, 0);
+}
+
+TEST(PlanCli, BadInputExitsWith1AndSaysWhy) {
+  fs::path bad = scratch("bad.csv");
+  std::ofstream(bad) << "id,lower,upper,size\n0,0,1,4\n1,0,zz,4\n";
+  LumaRun r = luma("plan " + bad.string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find(bad.string() + ":3: upper is not an unsigned integer"), std::string::npos)
+      << r.output;
+
+  fs::path odd = scratch("odd.txt");
+  std::ofstream(odd) << "something else\n";
+  r = luma("plan " + odd.string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("unrecognised input format"), std::string::npos) << r.output;
+
+  r = luma("plan /nonexistent/in.csv");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("cannot open"), std::string::npos) << r.output;
+
+  if (fs::exists(example())) {
+    r = luma("plan " + example() + " --device 3");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.output.find("no buffers on device 3"), std::string::npos) << r.output;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,100 @@
+// readers_test.cpp - format detection and the planner CSV / RMM log readers, including
+// the errors for malformed input (each must name the source and the line).
+#include <gtest/gtest.h>
+
+#include "planner/lifetime_reader.h"
+
+namespace luma::core {
+namespace {
+
+std::vector<Lifetime> read(const std::string& text) {
+  return read_lifetimes_text(text, "in.csv", builtin_readers());
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    read(text);
+  } catch (const PlanInputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PlannerCsv, ReadsRows) {
+  auto lts = read("id,lower,upper,size\nb1,0,3,4\nb2,3,9,8\r\n");
+  ASSERT_EQ(lts.size(), 2u);
+  EXPECT_EQ(lts[0].id, "b1");
+  EXPECT_EQ(lts[1].lower, 3u);
+  EXPECT_EQ(lts[1].upper, 9u);
+  EXPECT_EQ(lts[1].size, 8u);
+  EXPECT_EQ(lts[1].alignment, 1u);
+}
+
+TEST(PlannerCsv, OptionalAlignmentColumn) {
+  auto lts = read("id,lower,upper,size,alignment\n0,0,1,100,64\n");
+  ASSERT_EQ(lts.size(), 1u);
+  EXPECT_EQ(lts[0].alignment, 64u);
+}
+
+TEST(PlannerCsv, ErrorsNameTheLine) {
+  EXPECT_EQ(error_of("id,lower,upper,size\n0,0,1,4\n1,0,x,4\n"),
+            "in.csv:3: upper is not an unsigned integer: 'x'");
+  EXPECT_EQ(error_of("id,lower,upper,size\n0,5,1,4\n"), "in.csv:2: upper (1) is below lower (5)");
+  EXPECT_EQ(error_of("id,lower,upper,size\n0,0,1\n"), "in.csv:2: expected 4 fields, found 3");
+  EXPECT_EQ(error_of("id,lower,upper,size,alignment\n0,0,1,4,3\n"),
+            "in.csv:2: alignment must be a power of two, got 3");
+  EXPECT_EQ(error_of("id,lower,upper,size\n0,0,1,-4\n"),
+            "in.csv:2: size is not an unsigned integer: '-4'");
+  EXPECT_EQ(error_of("id,lower,upper,size\n0,0,1,99999999999999999999999\n"),
+            "in.csv:2: size is not an unsigned integer: '99999999999999999999999'");
+}
+
+TEST(RmmLog, LifetimesFromEventIndices) {
+  auto lts = read(
+      "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,t,allocate,0x100,1024,0x0\n"
+      "1,t,allocate failure,0x0,99,0x0\n"
+      "1,t,allocate,0x200,512,0x0\n"
+      "1,t,free,0x100,1024,0x0\n"
+      "1,t,allocate,0x100,2048,0x0\n");  // reused pointer: a new buffer, never freed
+  ASSERT_EQ(lts.size(), 3u);
+  EXPECT_EQ(lts[0].lower, 0u);
+  EXPECT_EQ(lts[0].upper, 2u);
+  EXPECT_EQ(lts[1].lower, 1u);
+  EXPECT_EQ(lts[1].upper, 4u);  // never freed: to the end of the log (4 events)
+  EXPECT_EQ(lts[2].lower, 3u);
+  EXPECT_EQ(lts[2].upper, 4u);
+  EXPECT_EQ(lts[2].size, 2048u);
+  EXPECT_EQ(lts[0].alignment, 256u);
+}
+
+TEST(RmmLog, FreeOfUnknownPointerNamesTheLine) {
+  EXPECT_EQ(error_of("Thread,Time,Action,Pointer,Size,Stream\n"
+                     "1,t,allocate,0x100,1024,0x0\n"
+                     "1,t,free,0x300,1024,0x0\n"),
+            "in.csv:3: free of unknown pointer 0x300");
+  EXPECT_EQ(error_of("Thread,Time,Action,Pointer,Size,Stream\n1,t,resize,0x1,1,0x0\n"),
+            "in.csv:2: unknown action 'resize' (expected allocate, free or allocate failure)");
+  EXPECT_EQ(error_of("Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x1,1\n"),
+            "in.csv:2: expected 6 fields, found 5");
+}
+
+TEST(Detection, UnknownFormatNamesWhatWasExpected) {
+  std::string e = error_of("hello,world\n1,2\n");
+  EXPECT_NE(e.find("in.csv: unrecognised input format"), std::string::npos) << e;
+  EXPECT_NE(e.find("id,lower,upper,size"), std::string::npos) << e;
+  EXPECT_NE(e.find("Thread,Time,Action,Pointer,Size,Stream"), std::string::npos) << e;
+  EXPECT_NE(error_of("").find("unrecognised"), std::string::npos);
+}
+
+TEST(Detection, MissingFile) {
+  try {
+    read_lifetimes_file("/nonexistent/x.csv", builtin_readers());
+    FAIL();
+  } catch (const PlanInputError& e) {
+    EXPECT_STREQ(e.what(), "/nonexistent/x.csv: cannot open the file");
+  }
+}
+
+}  // namespace
+}  // namespace luma::core

@@ -1,0 +1,37 @@
+// api.h - the device-memory calls the test workload makes, as one table, so the same
+// workload (workload.cpp) runs through each way a CUDA program reaches the driver:
+// the runtime linked statically or dynamically (api_runtime.cpp), the runtime opened with
+// dlopen like Python ctypes (api_dlopen.cpp), the driver API linked with -lcuda
+// (api_driver.cpp). Every call returns the CUDA error code of its API (0 = success).
+#pragma once
+
+#include <cstddef>
+
+namespace luma::programs {
+
+struct Api {
+  const char* name;
+  int oom_code;         // cudaErrorMemoryAllocation / CUDA_ERROR_OUT_OF_MEMORY (both 2)
+  int invalid_code;     // cudaErrorInvalidValue / CUDA_ERROR_INVALID_VALUE (both 1)
+  bool zero_size_ok;    // cudaMalloc(&p, 0) succeeds with p = null; cuMemAlloc(&p, 0) fails
+  int (*device_count)(int* count);
+  int (*set_device)(int device);
+  int (*alloc)(void** p, size_t n);
+  int (*free)(void* p);
+  int (*alloc_async)(void** p, size_t n, void* stream);
+  int (*free_async)(void* p, void* stream);
+  int (*memset)(void* p, int value, size_t n);
+  int (*memset_async)(void* p, int value, size_t n, void* stream);
+  int (*htod)(void* dst, const void* src, size_t n);
+  int (*dtoh)(void* dst, const void* src, size_t n);
+  int (*dtoh_async)(void* dst, const void* src, size_t n, void* stream);
+  int (*stream_create)(void** stream, bool non_blocking);
+  int (*stream_destroy)(void* stream);
+  int (*stream_sync)(void* stream);
+  int (*device_sync)();
+  int (*mem_info)(size_t* free, size_t* total);
+};
+
+const Api& api();
+
+}  // namespace luma::programs

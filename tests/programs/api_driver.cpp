@@ -1,0 +1,136 @@
+// api_driver.cpp - the workload's calls through the driver API, linked with -lcuda
+// (prog_driver): cuInit, the primary context of each thread's device made current, then
+// cuMemAlloc_v2 / cuMemFree_v2 / ... called through the PLT by their exported names.
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "api.h"
+#include "fake_driver_api.h"
+
+namespace luma::programs {
+namespace {
+
+constexpr int kMaxDevices = 64;
+std::once_flag g_once;
+int g_count = 0;
+CUcontext g_ctx[kMaxDevices] = {};
+thread_local int t_device = 0;
+thread_local CUcontext t_bound = nullptr;
+
+// cuInit once, then this thread's device context current (a new thread has none).
+CUresult ready() {
+  static CUresult init_result = CUDA_SUCCESS;
+  std::call_once(g_once, [] {
+    init_result = cuInit(0);
+    if (init_result != CUDA_SUCCESS) return;
+    init_result = cuDeviceGetCount(&g_count);
+    if (g_count > kMaxDevices) g_count = kMaxDevices;
+    for (int d = 0; d < g_count && init_result == CUDA_SUCCESS; ++d) {
+      CUdevice dev = 0;
+      init_result = cuDeviceGet(&dev, d);
+      if (init_result == CUDA_SUCCESS) init_result = cuDevicePrimaryCtxRetain(&g_ctx[d], dev);
+    }
+  });
+  if (init_result != CUDA_SUCCESS) return init_result;
+  if (t_bound != g_ctx[t_device]) {
+    if (CUresult r = cuCtxSetCurrent(g_ctx[t_device])) return r;
+    t_bound = g_ctx[t_device];
+  }
+  return CUDA_SUCCESS;
+}
+
+#define READY()                          \
+  do {                                   \
+    if (CUresult r_ = ready()) return r_; \
+  } while (0)
+
+CUdeviceptr dp(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+CUstream st(void* s) { return static_cast<CUstream>(s); }
+
+const Api kApi = {
+    "driver",
+    CUDA_ERROR_OUT_OF_MEMORY,
+    CUDA_ERROR_INVALID_VALUE,
+    false,
+    [](int* c) -> int {
+      READY();
+      *c = g_count;
+      return CUDA_SUCCESS;
+    },
+    [](int d) -> int {
+      READY();
+      if (d < 0 || d >= g_count) return CUDA_ERROR_INVALID_DEVICE;
+      t_device = d;
+      return ready();
+    },
+    [](void** p, size_t n) -> int {
+      READY();
+      CUdeviceptr d = 0;
+      CUresult r = cuMemAlloc_v2(&d, n);
+      *p = r == CUDA_SUCCESS ? reinterpret_cast<void*>(d) : nullptr;
+      return r;
+    },
+    [](void* p) -> int {
+      READY();
+      return cuMemFree_v2(dp(p));
+    },
+    [](void** p, size_t n, void* s) -> int {
+      READY();
+      CUdeviceptr d = 0;
+      CUresult r = cuMemAllocAsync(&d, n, st(s));
+      *p = r == CUDA_SUCCESS ? reinterpret_cast<void*>(d) : nullptr;
+      return r;
+    },
+    [](void* p, void* s) -> int {
+      READY();
+      return cuMemFreeAsync(dp(p), st(s));
+    },
+    [](void* p, int v, size_t n) -> int {
+      READY();
+      return cuMemsetD8_v2(dp(p), static_cast<unsigned char>(v), n);
+    },
+    [](void* p, int v, size_t n, void* s) -> int {
+      READY();
+      return cuMemsetD8Async(dp(p), static_cast<unsigned char>(v), n, st(s));
+    },
+    [](void* d, const void* s, size_t n) -> int {
+      READY();
+      return cuMemcpyHtoD_v2(dp(d), s, n);
+    },
+    [](void* d, const void* s, size_t n) -> int {
+      READY();
+      return cuMemcpyDtoH_v2(d, dp(s), n);
+    },
+    [](void* d, const void* s, size_t n, void* stream) -> int {
+      READY();
+      return cuMemcpyDtoHAsync_v2(d, dp(s), n, st(stream));
+    },
+    [](void** s, bool nb) -> int {
+      READY();
+      return cuStreamCreate(reinterpret_cast<CUstream*>(s),
+                            nb ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT);
+    },
+    [](void* s) -> int {
+      READY();
+      return cuStreamDestroy_v2(st(s));
+    },
+    [](void* s) -> int {
+      READY();
+      return cuStreamSynchronize(st(s));
+    },
+    []() -> int {
+      READY();
+      return cuCtxSynchronize();
+    },
+    [](size_t* f, size_t* t) -> int {
+      READY();
+      return cuMemGetInfo_v2(f, t);
+    },
+};
+
+}  // namespace
+
+const Api& api() { return kApi; }
+
+}  // namespace luma::programs

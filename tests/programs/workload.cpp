@@ -1,0 +1,573 @@
+// workload.cpp - the test workload: one program, compiled once per way of reaching CUDA
+// (api.h), that a test runs with or without LD_PRELOAD=libluma.so and judges by its exit
+// code and output. Each mode checks its own results:
+//   exit 0 success, 1 wrong result (message on stderr), 2 bad usage or setup,
+//   3 hazard observed (CORRUPTED), 77 skipped (not enough devices; Meson's skip code).
+// Modes are deterministic and fast under the stand-ins' defaults. A mode never trusts
+// luma: it checks what a CUDA program would check.
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <barrier>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api.h"
+
+namespace luma::programs {
+namespace {
+
+constexpr int kExitWrong = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitCorrupted = 3;
+constexpr int kExitSkip = 77;
+constexpr size_t kMiB = size_t{1} << 20;
+// Long enough that the stand-in's slow memset is still queued when the program has freed,
+// reallocated and rewritten the block (microseconds); short enough for a fast test.
+constexpr uint64_t kHazardDelayUs = 100000;
+
+const Api& A = api();
+const char* g_prog = "prog";
+
+[[noreturn]] void fail(const char* what, int code) {
+  std::fprintf(stderr, "%s: %s: FAILED (code %d)\n", g_prog, what, code);
+  std::fflush(nullptr);
+  std::_Exit(kExitWrong);
+}
+
+void expect(int got, int want, const char* what) {
+  if (got != want) {
+    std::fprintf(stderr, "%s: %s returned %d, expected %d\n", g_prog, what, got, want);
+    std::fflush(nullptr);
+    std::_Exit(kExitWrong);
+  }
+}
+
+void ok(int r, const char* what) {
+  if (r != 0) fail(what, r);
+}
+
+size_t parse(const char* s, const char* what) {
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(s, &end, 10);
+  if (end == s || *end != '\0') {
+    std::fprintf(stderr, "%s: %s must be a number, got '%s'\n", g_prog, what, s);
+    std::exit(kExitUsage);
+  }
+  return static_cast<size_t>(v);
+}
+
+// Fills a block with a tag (memset) and a header (memcpy HtoD) that name its owner, and
+// checks both with a DtoH copy before it is freed.
+struct Tagged {
+  void* p = nullptr;
+  size_t n = 0;
+  uint64_t id = 0;
+};
+
+unsigned char tag_of(uint64_t id) { return static_cast<unsigned char>((id * 131) % 251 + 1); }
+
+bool write_tag(Tagged& b) {
+  if (A.memset(b.p, tag_of(b.id), b.n) != 0) return false;
+  size_t hn = b.n < sizeof b.id ? b.n : sizeof b.id;
+  return A.htod(b.p, &b.id, hn) == 0;
+}
+
+// Returns an empty string when the block holds its tag, else what was wrong.
+std::string check_tag(const Tagged& b, std::vector<unsigned char>& buf) {
+  buf.resize(b.n);
+  if (int r = A.dtoh(buf.data(), b.p, b.n)) return "dtoh returned " + std::to_string(r);
+  size_t hn = b.n < sizeof b.id ? b.n : sizeof b.id;
+  if (std::memcmp(buf.data(), &b.id, hn) != 0) return "header overwritten";
+  unsigned char t = tag_of(b.id);
+  for (size_t i = hn; i < b.n; ++i) {
+    if (buf[i] != t) {
+      return "byte " + std::to_string(i) + " is " + std::to_string(buf[i]) + ", expected " +
+             std::to_string(t);
+    }
+  }
+  return {};
+}
+
+size_t random_size(std::mt19937_64& rng) {
+  uint64_t k = rng() % 10;
+  if (k < 5) return 1 + rng() % 4096;
+  if (k < 9) return 4096 + rng() % (64 * 1024);
+  return 64 * 1024 + rng() % kMiB;
+}
+
+int device_count() {
+  int n = 0;
+  ok(A.device_count(&n), "device count");
+  return n;
+}
+
+// ---- modes ------------------------------------------------------------------------------
+
+int mode_loop(int argc, char** argv) {
+  if (argc != 2) return kExitUsage;
+  size_t n = parse(argv[0], "N"), size = parse(argv[1], "SIZE");
+  for (size_t i = 0; i < n; ++i) {
+    void* p = nullptr;
+    ok(A.alloc(&p, size), "alloc");
+    ok(A.free(p), "free");
+  }
+  std::printf("loop: %zu alloc/free pairs of %zu bytes ok\n", n, size);
+  return 0;
+}
+
+int mode_loop_mixed(int argc, char** argv) {
+  if (argc != 1) return kExitUsage;
+  size_t n = parse(argv[0], "N");
+  static const size_t kSizes[] = {200, 512, 1000, 4096, 8192, 65536, kMiB, 3 * kMiB};
+  constexpr size_t kLive = 4;  // a few blocks live at once, so sizes interleave
+  void* live[kLive] = {};
+  for (size_t i = 0; i < n; ++i) {
+    size_t slot = i % kLive;
+    if (live[slot] != nullptr) ok(A.free(live[slot]), "free");
+    ok(A.alloc(&live[slot], kSizes[i % (sizeof kSizes / sizeof kSizes[0])]), "alloc");
+  }
+  for (void* p : live) ok(A.free(p), "free");
+  std::printf("loop-mixed: %zu allocations of mixed sizes ok\n", n);
+  return 0;
+}
+
+int mode_stress(int argc, char** argv) {
+  if (argc != 2) return kExitUsage;
+  size_t threads = parse(argv[0], "THREADS"), n = parse(argv[1], "N");
+  if (threads == 0 || threads > 256) return kExitUsage;
+  int devices = device_count();
+  std::atomic<int> failures{0};
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      std::mt19937_64 rng(t + 1);
+      std::vector<Tagged> live;
+      std::vector<unsigned char> buf;
+      if (A.set_device(static_cast<int>(t % static_cast<size_t>(devices))) != 0) {
+        ++failures;
+        return;
+      }
+      auto release = [&](size_t k) {
+        std::string why = check_tag(live[k], buf);
+        if (!why.empty()) {
+          std::fprintf(stderr, "%s: stress: thread %zu block %" PRIu64 " (%zu bytes): %s\n",
+                       g_prog, t, live[k].id, live[k].n, why.c_str());
+          ++failures;
+        }
+        if (int r = A.free(live[k].p)) {
+          std::fprintf(stderr, "%s: stress: free returned %d\n", g_prog, r);
+          ++failures;
+        }
+        live[k] = live.back();
+        live.pop_back();
+      };
+      for (size_t i = 0; i < n; ++i) {
+        if (live.size() < 16 && (live.empty() || rng() % 3 != 0)) {
+          Tagged b;
+          b.n = random_size(rng);
+          b.id = (static_cast<uint64_t>(t) << 32) | i;
+          if (int r = A.alloc(&b.p, b.n)) {
+            std::fprintf(stderr, "%s: stress: alloc(%zu) returned %d\n", g_prog, b.n, r);
+            ++failures;
+            return;
+          }
+          if (!write_tag(b)) {
+            ++failures;
+            return;
+          }
+          live.push_back(b);
+        } else {
+          release(rng() % live.size());
+        }
+      }
+      while (!live.empty()) release(live.size() - 1);
+    });
+  }
+  for (auto& th : pool) th.join();
+  if (failures.load() != 0) {
+    std::fprintf(stderr, "%s: stress: %d failures\n", g_prog, failures.load());
+    return kExitWrong;
+  }
+  std::printf("stress: %zu threads x %zu operations, every block checked ok\n", threads, n);
+  return 0;
+}
+
+// The stand-in driver's delay makes the stream's memset slow; on a real GPU the symbol is
+// absent and nothing changes (tests/gpu has the kernel version of this hazard).
+void slow_down_stand_in_streams() {
+  if (std::getenv("LUMA_FAKE_DELAY_US") != nullptr) return;  // the caller chose
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) return;
+  auto set_delay = reinterpret_cast<void (*)(uint64_t)>(dlsym(lib, "luma_fake_set_delay_us"));
+  if (set_delay != nullptr) set_delay(kHazardDelayUs);
+  dlclose(lib);
+}
+
+int mode_hazard(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const size_t n = kMiB;
+  void* s = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  slow_down_stand_in_streams();
+  void* x = nullptr;
+  ok(A.alloc(&x, n), "alloc X");
+  ok(A.memset(x, 0, n), "memset X");
+  ok(A.device_sync(), "device sync");
+  ok(A.memset_async(x, 0xAA, n, s), "memsetAsync X on the non-blocking stream");
+  ok(A.free(x), "free X");  // cudaFree promises the memset is done when it returns
+  void* y = nullptr;
+  ok(A.alloc(&y, n), "alloc Y");
+  ok(A.memset(y, 0x55, n), "memset Y");
+  ok(A.stream_sync(s), "stream sync");
+  ok(A.device_sync(), "device sync");
+  std::vector<unsigned char> buf(n);
+  ok(A.dtoh(buf.data(), y, n), "dtoh Y");
+  size_t old = 0, other = 0;
+  for (unsigned char c : buf) {
+    if (c == 0xAA) ++old;
+    else if (c != 0x55) ++other;
+  }
+  ok(A.free(y), "free Y");
+  ok(A.stream_destroy(s), "stream destroy");
+  std::printf("hazard: Y %s X\n", x == y ? "reuses" : "differs from");
+  if (old != 0) {
+    std::printf("hazard: CORRUPTED (%zu bytes of Y hold the freed block's late write)\n", old);
+    return kExitCorrupted;
+  }
+  if (other != 0) {
+    std::fprintf(stderr, "%s: hazard: %zu bytes of Y hold neither pattern\n", g_prog, other);
+    return kExitWrong;
+  }
+  std::printf("hazard: CLEAN\n");
+  return 0;
+}
+
+int mode_oom(int argc, char** argv) {
+  if (argc > 1) return kExitUsage;
+  size_t chunk = argc == 1 ? parse(argv[0], "CHUNK") : 64 * kMiB;
+  constexpr size_t kMaxChunks = 1 << 16;  // bounds the loop whatever the capacity
+  std::vector<void*> held;
+  int last = 0;
+  while (held.size() < kMaxChunks) {
+    void* p = nullptr;
+    last = A.alloc(&p, chunk);
+    if (last != 0) break;
+    held.push_back(p);
+  }
+  if (held.size() == kMaxChunks) fail("oom: never ran out of memory", 0);
+  expect(last, A.oom_code, "alloc past capacity");
+  if (held.empty()) fail("oom: not even one chunk fitted", last);
+  for (void* p : held) ok(A.free(p), "free");
+  void* p = nullptr;
+  ok(A.alloc(&p, chunk), "alloc after freeing everything");
+  ok(A.free(p), "free");
+  std::printf("oom: out of memory after %zu chunks of %zu bytes (code %d); recovered\n",
+              held.size(), chunk, last);
+  return 0;
+}
+
+int mode_invalid_free(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  void* p = nullptr;
+  ok(A.alloc(&p, kMiB), "alloc");
+  int host = 0;
+  expect(A.free(static_cast<char*>(p) + 256), A.invalid_code, "free(interior pointer)");
+  expect(A.free(&host), A.invalid_code, "free(unknown pointer)");
+  expect(A.free(p), 0, "free");
+  expect(A.free(p), A.invalid_code, "free(freed pointer)");
+  expect(A.free(nullptr), 0, "free(nullptr)");
+  void* z = reinterpret_cast<void*>(1);
+  int r = A.alloc(&z, 0);
+  if (A.zero_size_ok) {
+    expect(r, 0, "alloc(0)");
+    if (z != nullptr) fail("alloc(0) did not return a null pointer", 0);
+  } else {
+    expect(r, A.invalid_code, "alloc(0)");
+  }
+  std::printf("invalid-free: interior, unknown and double free -> %d; free(nullptr) -> 0\n",
+              A.invalid_code);
+  return 0;
+}
+
+int mode_two_devices(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  int devices = device_count();
+  if (devices < 2) {
+    std::printf("two-devices: needs 2 devices, found %d: skipped\n", devices);
+    return kExitSkip;
+  }
+  Tagged a{nullptr, 3 * kMiB + 100, 1}, b{nullptr, 5000, 2};
+  ok(A.set_device(0), "set device 0");
+  ok(A.alloc(&a.p, a.n), "alloc on device 0");
+  if (!write_tag(a)) fail("tag on device 0", 0);
+  ok(A.set_device(1), "set device 1");
+  ok(A.alloc(&b.p, b.n), "alloc on device 1");
+  if (!write_tag(b)) fail("tag on device 1", 0);
+  std::vector<unsigned char> buf;
+  if (!check_tag(a, buf).empty() || !check_tag(b, buf).empty()) fail("tags", 0);
+  int ra = -1, rb = -1;
+  std::thread t([&] {
+    // Another thread, with the other device current, frees each block.
+    if (A.set_device(1) == 0) ra = A.free(a.p);
+    if (A.set_device(0) == 0) rb = A.free(b.p);
+  });
+  t.join();
+  expect(ra, 0, "free of a device-0 block with device 1 current");
+  expect(rb, 0, "free of a device-1 block with device 0 current");
+  for (int d = 0; d < 2; ++d) {
+    ok(A.set_device(d), "set device");
+    void* p = nullptr;
+    ok(A.alloc(&p, kMiB), "alloc again");
+    ok(A.free(p), "free again");
+  }
+  std::printf("two-devices: allocated on 0 and 1, freed from another thread ok\n");
+  return 0;
+}
+
+int mode_meminfo(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  size_t f0 = 0, t0 = 0, f1 = 0, t1 = 0, f2 = 0, t2 = 0;
+  ok(A.mem_info(&f0, &t0), "mem info");
+  size_t n = 256 * kMiB;
+  if (n > f0 / 2) n = f0 / 2;
+  void* p = nullptr;
+  ok(A.alloc(&p, n), "alloc");
+  ok(A.mem_info(&f1, &t1), "mem info");
+  ok(A.free(p), "free");
+  ok(A.mem_info(&f2, &t2), "mem info");
+  std::printf("meminfo: total %zu; free before %zu, with %zu allocated %zu, after free %zu\n",
+              t0, f0, n, f1, f2);
+  if (t0 != t1 || t1 != t2) fail("meminfo: total changed", 0);
+  if (f1 + n > f0) fail("meminfo: allocated memory not reported as used", 0);
+  if (f2 < f1) fail("meminfo: free memory shrank after free", 0);
+  return 0;
+}
+
+int mode_exit_main(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  void* p[8] = {};
+  for (size_t i = 0; i < 8; ++i) ok(A.alloc(&p[i], (i + 1) * 4096), "alloc");
+  for (size_t i = 0; i < 4; ++i) ok(A.free(p[i]), "free");
+  std::printf("exit-main: returning from main with 4 blocks live\n");
+  return 0;
+}
+
+std::atomic<bool> g_exiting{false};
+
+int mode_exit_thread(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 3; ++t) {
+    workers.emplace_back([t] {
+      for (uint64_t i = 0;; ++i) {
+        void* p = nullptr;
+        int r = A.alloc(&p, 4096 * static_cast<size_t>(t + 1));
+        if (r == 0) r = A.free(p);
+        if (r != 0 && !g_exiting.load()) fail("exit-thread: worker alloc/free", r);
+        if (g_exiting.load()) std::this_thread::yield();
+      }
+    });
+  }
+  std::thread exiter([] {
+    for (int i = 0; i < 1000; ++i) {
+      void* p = nullptr;
+      ok(A.alloc(&p, 8192), "alloc");
+      ok(A.free(p), "free");
+    }
+    std::printf("exit-thread: calling exit(0) from a worker thread\n");
+    std::fflush(stdout);
+    g_exiting = true;
+    std::exit(0);
+  });
+  exiter.join();  // never returns: exit() ends the process
+  for (auto& w : workers) w.join();
+  return kExitWrong;
+}
+
+void atexit_handler() {
+  void* p = nullptr;
+  int r = A.alloc(&p, kMiB);
+  if (r == 0) r = A.memset(p, 1, kMiB);
+  if (r == 0) r = A.free(p);
+  if (r != 0) {
+    std::fprintf(stderr, "%s: atexit: handler alloc/memset/free returned %d\n", g_prog, r);
+    std::fflush(nullptr);
+    std::_Exit(kExitWrong);
+  }
+  std::printf("atexit: handler alloc/free ok\n");
+  std::fflush(stdout);
+}
+
+int mode_atexit(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  void* p = nullptr;
+  ok(A.alloc(&p, 4096), "alloc");
+  ok(A.free(p), "free");
+  // Registered after CUDA came up, so it runs before the runtime's own teardown (atexit
+  // handlers run in reverse order), as a program's handler that uses CUDA must be.
+  std::atexit(atexit_handler);
+  std::printf("atexit: main returning\n");
+  return 0;
+}
+
+int mode_fork(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  Tagged a{nullptr, 64 * 1024, 7};
+  ok(A.alloc(&a.p, a.n), "alloc before fork");
+  if (!write_tag(a)) fail("tag", 0);
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) fail("fork", errno);
+  if (pid == 0) {
+    // CUDA initialised before fork cannot be used in the child (the real driver refuses);
+    // the child must get an error or a working block, never a hang or a crash.
+    void* q = nullptr;
+    int r = A.alloc(&q, 4096);
+    std::printf("fork: child alloc returned %d\n", r);
+    std::fflush(stdout);
+    std::exit(0);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) fail("waitpid", errno);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail("fork: child status", status);
+  std::vector<unsigned char> buf;
+  std::string why = check_tag(a, buf);
+  if (!why.empty()) fail(("fork: parent block after the child: " + why).c_str(), 0);
+  ok(A.free(a.p), "free");
+  void* p = nullptr;
+  ok(A.alloc(&p, 4096), "alloc after fork");
+  ok(A.free(p), "free after fork");
+  std::printf("fork: parent ok\n");
+  return 0;
+}
+
+int mode_fork_exec(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  void* p = nullptr;
+  ok(A.alloc(&p, 4096), "alloc before fork");
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) fail("fork", errno);
+  if (pid == 0) {
+    char self[] = "/proc/self/exe";
+    char loop[] = "loop", n[] = "100", size[] = "4096";
+    char* args[] = {const_cast<char*>(g_prog), loop, n, size, nullptr};
+    execv(self, args);
+    std::_Exit(kExitUsage);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) fail("waitpid", errno);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail("fork-exec: child status", status);
+  ok(A.free(p), "free");
+  std::printf("fork-exec: exec'd child ran its own CUDA ok\n");
+  return 0;
+}
+
+int mode_threads_first(int argc, char** argv) {
+  if (argc > 1) return kExitUsage;
+  size_t threads = argc == 1 ? parse(argv[0], "THREADS") : 16;
+  if (threads == 0 || threads > 256) return kExitUsage;
+  std::barrier start(static_cast<std::ptrdiff_t>(threads));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      start.arrive_and_wait();  // every thread's first CUDA call at once
+      Tagged b{nullptr, 65536 + t * 512, 100 + t};
+      if (A.alloc(&b.p, b.n) != 0 || !write_tag(b)) {
+        ++failures;
+        return;
+      }
+      std::vector<unsigned char> buf;
+      if (!check_tag(b, buf).empty()) ++failures;
+      if (A.free(b.p) != 0) ++failures;
+    });
+  }
+  for (auto& th : pool) th.join();
+  if (failures.load() != 0) fail("threads-first", failures.load());
+  std::printf("threads-first: %zu threads made their first CUDA call at once ok\n", threads);
+  return 0;
+}
+
+int mode_async(int argc, char** argv) {
+  if (argc > 1) return kExitUsage;
+  size_t rounds = argc == 1 ? parse(argv[0], "ROUNDS") : 100;
+  void* s = nullptr;
+  ok(A.stream_create(&s, true), "stream create");
+  std::vector<unsigned char> buf(64 * 1024);
+  for (size_t i = 0; i < rounds; ++i) {
+    size_t n = 1024 + (i % 16) * 4096;
+    void* p = nullptr;
+    ok(A.alloc_async(&p, n, s), "allocAsync");
+    int v = static_cast<int>(i % 200) + 1;
+    ok(A.memset_async(p, v, n, s), "memsetAsync");
+    ok(A.dtoh_async(buf.data(), p, n, s), "memcpyAsync DtoH");
+    ok(A.free_async(p, s), "freeAsync");
+    ok(A.stream_sync(s), "stream sync");
+    for (size_t k = 0; k < n; ++k) {
+      if (buf[k] != v) fail("async: data", static_cast<int>(k));
+    }
+  }
+  ok(A.stream_destroy(s), "stream destroy");
+  std::printf("async: %zu stream-ordered alloc/use/free rounds ok\n", rounds);
+  return 0;
+}
+
+struct Mode {
+  const char* name;
+  const char* args;
+  int (*run)(int argc, char** argv);
+};
+
+const Mode kModes[] = {
+    {"loop", "N SIZE", mode_loop},
+    {"loop-mixed", "N", mode_loop_mixed},
+    {"stress", "THREADS N", mode_stress},
+    {"hazard", "", mode_hazard},
+    {"oom", "[CHUNK]", mode_oom},
+    {"invalid-free", "", mode_invalid_free},
+    {"two-devices", "", mode_two_devices},
+    {"meminfo", "", mode_meminfo},
+    {"exit-main", "", mode_exit_main},
+    {"exit-thread", "", mode_exit_thread},
+    {"atexit", "", mode_atexit},
+    {"fork", "", mode_fork},
+    {"fork-exec", "", mode_fork_exec},
+    {"threads-first", "[THREADS]", mode_threads_first},
+    {"async", "[ROUNDS]", mode_async},
+};
+
+int usage() {
+  std::fprintf(stderr, "usage: %s MODE [ARGS]  (%s API)\n", g_prog, A.name);
+  for (const Mode& m : kModes) std::fprintf(stderr, "  %s %s\n", m.name, m.args);
+  return kExitUsage;
+}
+
+}  // namespace
+}  // namespace luma::programs
+
+int main(int argc, char** argv) {
+  using namespace luma::programs;
+  g_prog = argc > 0 ? argv[0] : "prog";
+  if (const char* slash = std::strrchr(g_prog, '/')) g_prog = slash + 1;
+  if (argc < 2) return usage();
+  for (const Mode& m : kModes) {
+    if (std::strcmp(argv[1], m.name) == 0) {
+      int rc = m.run(argc - 2, argv + 2);
+      if (rc == kExitUsage) return usage();
+      return rc;
+    }
+  }
+  std::fprintf(stderr, "%s: unknown mode '%s'\n", g_prog, argv[1]);
+  return usage();
+}

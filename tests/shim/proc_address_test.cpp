@@ -1,0 +1,62 @@
+// proc_address_test.cpp - luma substitutes its function only for the ABI it implements:
+// the cudaVersion decides, older ABIs and names it does not serve are the driver's.
+#include "proc_address.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace luma::shim {
+namespace {
+
+TEST(ProcAddress, MemoryCallsAtTheV2AbiAreLumas) {
+  EXPECT_EQ(hook_for_request("cuMemAlloc", 3020), Hook::mem_alloc);
+  EXPECT_EQ(hook_for_request("cuMemAlloc", 13000), Hook::mem_alloc);
+  EXPECT_EQ(hook_for_request("cuMemFree", 3020), Hook::mem_free);
+  EXPECT_EQ(hook_for_request("cuMemGetInfo", 3020), Hook::mem_get_info);
+  EXPECT_EQ(hook_for_request("cuMemGetAddressRange", 3020), Hook::mem_get_address_range);
+  EXPECT_EQ(hook_for_request("cuMemAllocPitch", 3020), Hook::mem_alloc_pitch);
+}
+
+TEST(ProcAddress, OlderAbisAreForwarded) {
+  // cuMemAlloc at 2000 is the 32-bit cuMemAlloc (v1): not luma's ABI.
+  EXPECT_EQ(hook_for_request("cuMemAlloc", 2000), Hook::none);
+  EXPECT_EQ(hook_for_request("cuMemFree", 3010), Hook::none);
+  EXPECT_EQ(hook_for_request("cuStreamDestroy", 2000), Hook::none);
+  EXPECT_EQ(hook_for_request("cuGetProcAddress", 11020), Hook::none);
+}
+
+TEST(ProcAddress, GetProcAddressAbiFollowsTheVersion) {
+  EXPECT_EQ(hook_for_request("cuGetProcAddress", 11030), Hook::get_proc_address_v1);
+  EXPECT_EQ(hook_for_request("cuGetProcAddress", 11080), Hook::get_proc_address_v1);
+  EXPECT_EQ(hook_for_request("cuGetProcAddress", 12000), Hook::get_proc_address_v2);
+  EXPECT_EQ(hook_for_request("cuGetProcAddress", 13000), Hook::get_proc_address_v2);
+}
+
+TEST(ProcAddress, NamesLumaDoesNotServeAreForwarded) {
+  for (const char* name : {"cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocManaged", "cuInit",
+                           "cuMemAlloc_v2", "", "cuMemAllocHost", "cuCtxSynchronize"})
+    EXPECT_EQ(hook_for_request(name, 13000), Hook::none) << name;
+}
+
+TEST(ProcAddress, ExportedSymbolNames) {
+  EXPECT_EQ(hook_for_symbol("cuGetProcAddress_v2"), Hook::get_proc_address_v2);
+  EXPECT_EQ(hook_for_symbol("cuGetProcAddress"), Hook::get_proc_address_v1);
+  EXPECT_EQ(hook_for_symbol("cuMemAlloc_v2"), Hook::mem_alloc);
+  EXPECT_EQ(hook_for_symbol("cuMemAlloc"), Hook::none);  // the v1 ABI symbol
+  EXPECT_EQ(hook_for_symbol("cuStreamDestroy"), Hook::none);
+  EXPECT_EQ(hook_for_symbol("malloc"), Hook::none);
+  EXPECT_EQ(hook_for_symbol("c"), Hook::none);
+}
+
+TEST(ProcAddress, EveryHookHasItsSymbolAndBack) {
+  for (int i = 1; i < static_cast<int>(Hook::count); ++i) {
+    Hook h = static_cast<Hook>(i);
+    const char* sym = hook_symbol(h);
+    ASSERT_NE(sym, nullptr) << i;
+    EXPECT_EQ(hook_for_symbol(sym), h) << sym;
+  }
+}
+
+}  // namespace
+}  // namespace luma::shim

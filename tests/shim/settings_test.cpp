@@ -1,0 +1,72 @@
+// settings_test.cpp - the LUMA_* table: defaults, every value accepted, bad values named
+// with the default kept.
+#include "settings.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+namespace luma::shim {
+namespace {
+
+LoadedSettings read(const std::map<std::string, std::string>& env) {
+  return read_settings([&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(Settings, DefaultsWhenNothingIsSet) {
+  LoadedSettings l = read({});
+  EXPECT_TRUE(l.errors.empty());
+  EXPECT_EQ(l.settings.stats, StatsFormat::text);
+  EXPECT_EQ(l.settings.log_level, LogLevel::warn);
+  EXPECT_TRUE(l.settings.stats_file.empty());
+  EXPECT_FALSE(l.settings.disable);
+  EXPECT_EQ(l.settings.core.free_sync, core::FreeSync::event);
+  ASSERT_EQ(l.table.size(), 6u);
+  for (const SettingRow& row : l.table) EXPECT_EQ(row.name.rfind("LUMA_", 0), 0u) << row.name;
+}
+
+TEST(Settings, ReadsEveryVariable) {
+  LoadedSettings l = read({{"LUMA_STATS", "json"},
+                           {"LUMA_STATS_FILE", "/tmp/s.%p.json"},
+                           {"LUMA_LOG_LEVEL", "debug"},
+                           {"LUMA_LOG_FILE", "/tmp/luma.log"},
+                           {"LUMA_DISABLE", "1"},
+                           {"LUMA_CONF", "free_sync:none"}});
+  EXPECT_TRUE(l.errors.empty());
+  EXPECT_EQ(l.settings.stats, StatsFormat::json);
+  EXPECT_EQ(l.settings.stats_file, "/tmp/s.%p.json");
+  EXPECT_EQ(l.settings.log_level, LogLevel::debug);
+  EXPECT_EQ(l.settings.log_file, "/tmp/luma.log");
+  EXPECT_TRUE(l.settings.disable);
+  EXPECT_EQ(l.settings.core.free_sync, core::FreeSync::none);
+}
+
+TEST(Settings, BadValueIsNamedAndDefaultKept) {
+  LoadedSettings l = read({{"LUMA_STATS", "yaml"}, {"LUMA_LOG_LEVEL", "loud"}});
+  ASSERT_EQ(l.errors.size(), 2u);
+  EXPECT_NE(l.errors[0].find("LUMA_STATS='yaml'"), std::string::npos) << l.errors[0];
+  EXPECT_NE(l.errors[1].find("LUMA_LOG_LEVEL='loud'"), std::string::npos) << l.errors[1];
+  EXPECT_EQ(l.settings.stats, StatsFormat::text);
+  EXPECT_EQ(l.settings.log_level, LogLevel::warn);
+}
+
+TEST(Settings, BadConfKeyIsNamedOthersApply) {
+  LoadedSettings l = read({{"LUMA_CONF", "bogus_key:1,free_sync:device"}});
+  ASSERT_EQ(l.errors.size(), 1u);
+  EXPECT_NE(l.errors[0].find("LUMA_CONF"), std::string::npos);
+  EXPECT_NE(l.errors[0].find("bogus_key"), std::string::npos) << l.errors[0];
+  EXPECT_EQ(l.settings.core.free_sync, core::FreeSync::device);
+}
+
+TEST(Settings, EmptyValueMeansUnset) {
+  LoadedSettings l = read({{"LUMA_STATS", ""}, {"LUMA_DISABLE", ""}});
+  EXPECT_TRUE(l.errors.empty());
+  EXPECT_EQ(l.settings.stats, StatsFormat::text);
+}
+
+}  // namespace
+}  // namespace luma::shim

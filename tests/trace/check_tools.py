@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""check_tools.py CASE LUMA MAKE_GOLDEN RECORD_ALLOCATOR DATA_DIR WORK_DIR [--update]
+
+End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
+  golden     make_golden reproduces tests/data/*.trace byte for byte
+  stats      `luma stats --json` of the golden traces (one, and two side by side) and of
+             an RMM log equal the committed expected outputs
+  exports    every export format of the golden traces equals its committed output; the
+             memviz pickle also passes check_memviz; the chrome JSON parses
+  allocator  a trace recorded from the real CachingAllocator gives the allocator's own
+             peaks and counts
+  callsites  a program's own stacks, recorded with its mappings, are named by libdw
+  errors     exit statuses and messages: usage 2, bad input 1 with the byte offset
+--update rewrites the expected outputs (review the diff before committing it).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import check_memviz
+
+CASE, LUMA, MAKE_GOLDEN, RECORD, DATA, WORK = sys.argv[1:7]
+UPDATE = "--update" in sys.argv[7:]
+os.makedirs(WORK, exist_ok=True)
+
+
+def run(*args, expect=0, cwd=DATA):
+    p = subprocess.run([LUMA, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    if p.returncode != expect:
+        sys.exit("luma %s: exit %d (expected %d)\nstdout: %s\nstderr: %s" % (
+            " ".join(args), p.returncode, expect, p.stdout[-2000:], p.stderr[-2000:]))
+    return p
+
+
+def expect_file(name, produced_bytes):
+    path = os.path.join(DATA, name)
+    if UPDATE:
+        open(path, "wb").write(produced_bytes)
+        return
+    want = open(path, "rb").read()
+    if want != produced_bytes:
+        bad = os.path.join(WORK, name)
+        open(bad, "wb").write(produced_bytes)
+        sys.exit("%s differs from the committed output; produced: %s" % (name, bad))
+
+
+def case_golden():
+    out = os.path.join(WORK, "golden")
+    os.makedirs(out, exist_ok=True)
+    subprocess.run([MAKE_GOLDEN, out], check=True)
+    for name in ("golden_small.trace", "golden_stacks.trace"):
+        expect_file(name, open(os.path.join(out, name), "rb").read())
+
+
+def case_stats():
+    expect_file("golden_small.stats.json", run("stats", "--json", "golden_small.trace").stdout.encode())
+    expect_file("golden_two.stats.json",
+                run("stats", "--json", "golden_small.trace", "golden_stacks.trace").stdout.encode())
+    expect_file("golden_rmm.stats.json", run("stats", "--json", "golden_rmm.csv").stdout.encode())
+    expect_file("golden_small.stats.txt", run("stats", "golden_small.trace").stdout.encode())
+    s = json.loads(run("stats", "--json", "golden_small.trace").stdout)
+    d0 = s["runs"][0]["devices"][0]
+    # Facts of the golden trace (make_golden.cpp), independent of the committed file.
+    assert d0["peak_reserved_bytes"] == (2 << 20) + (20 << 20), d0
+    assert d0["peak_allocated_bytes"] == 512 + 2048 + (12 << 20), d0
+    assert d0["ooms"] == 1 and d0["segment_reserves"] == 2 and d0["allocations"] == 5, d0
+    assert d0["cache_absorbed"] == 3, d0
+    st = json.loads(run("stats", "--json", "golden_stacks.trace").stdout)["runs"][0]["devices"][0]
+    sites = st["top_callsites_total"]
+    assert len(sites) == 2 and sites[0]["bytes"] == 4 * (2 << 20), sites
+    assert [f["address"] for f in sites[0]["frames"]] == [0x555555557010, 0x555555557120, 0x555555558000]
+    assert st["top_callsites_at_peak"][0]["count"] == 4, st["top_callsites_at_peak"]
+
+
+def case_exports():
+    for fmt, name, extra in (("memviz", "golden_small.memviz.pickle", []),
+                             ("memviz", "golden_stacks.memviz.pickle", []),
+                             ("chrome", "golden_small.chrome.json", []),
+                             ("rmm", "golden_small.rmm.csv", []),
+                             ("csv", "golden_small.device0.csv", ["--device", "0"]),
+                             ("csv", "golden_rmm.lifetimes.csv", [])):
+        src = "golden_rmm.csv" if name.startswith("golden_rmm") else name.split(".")[0] + ".trace"
+        out = os.path.join(WORK, name)
+        run("export", src, "--format", fmt, "-o", out, *extra)
+        produced = open(out, "rb").read()
+        expect_file(name, produced)
+        if fmt == "memviz":
+            snap = check_memviz.check(out)
+            assert len(snap["device_traces"]) == 2  # the header names devices 0 and 1
+        if fmt == "chrome":
+            doc = json.loads(produced)
+            phases = {e["ph"] for e in doc["traceEvents"]}
+            assert {"C", "i", "M"} <= phases, phases
+    # The RMM export reads back as an RMM log, giving the same lifetimes.
+    run("export", os.path.join(WORK, "golden_small.rmm.csv"), "--format", "csv", "-o",
+        os.path.join(WORK, "roundtrip.csv"))
+
+
+def case_allocator():
+    trace = os.path.join(WORK, "allocator.trace")
+    p = subprocess.run([RECORD, trace], capture_output=True, text=True, check=True)
+    want = json.loads(p.stdout)
+    got = json.loads(run("stats", "--json", trace).stdout)["runs"][0]["devices"][0]
+    for k, v in want.items():
+        assert got[k] == v, "%s: allocator says %d, luma stats says %d" % (k, v, got[k])
+    for fmt in ("memviz", "chrome", "rmm", "csv"):
+        run("export", trace, "--format", fmt, "-o", os.path.join(WORK, "allocator." + fmt))
+    check_memviz.check(os.path.join(WORK, "allocator.memviz"))
+
+
+def case_errors():
+    run(expect=2)
+    run("stats", expect=2)
+    run("export", "golden_small.trace", "--format", "bogus", "-o", "/dev/null", expect=2)
+    p = run("stats", "/nonexistent.trace", expect=1)
+    assert "/nonexistent.trace" in p.stderr, p.stderr
+    bad = os.path.join(WORK, "cut.trace")
+    data = open(os.path.join(DATA, "golden_small.trace"), "rb").read()
+    open(bad, "wb").write(data[:len(data) - 5])
+    p = run("stats", bad, expect=1)
+    assert "at byte" in p.stderr and "truncated" in p.stderr, p.stderr
+    flipped = bytearray(data)
+    flipped[4096 + 24 * 3 + 2] ^= 0x40
+    open(bad, "wb").write(bytes(flipped))
+    p = run("export", bad, "--format", "chrome", "-o", os.path.join(WORK, "x.json"), expect=1)
+    assert "at byte %d" % (4096 + 24 * 3) in p.stderr, p.stderr
+    assert not os.path.exists(os.path.join(WORK, "x.json")), "a failed export left its file"
+    p = run("export", "golden_small.trace", "--format", "csv", "-o", os.path.join(WORK, "y.csv"),
+            expect=1)
+    assert "--device" in p.stderr, p.stderr
+    for sub in ("stats", "export"):
+        assert "Usage" in run(sub, "--help").stdout
+
+
+def case_callsites():
+    trace = os.path.join(WORK, "stacks.trace")
+    subprocess.run([os.path.join(os.path.dirname(RECORD), "record_stacks"), trace], check=True)
+    dev = json.loads(run("stats", "--json", trace).stdout)["runs"][0]["devices"][0]
+    names = [f["function"] for f in dev["top_callsites_total"][0]["frames"]]
+    assert any("luma_test_allocating_function" in n for n in names), names
+    assert any(n == "main" for n in names), names
+    files = [f["file"] for f in dev["top_callsites_total"][0]["frames"]]
+    assert any(f.endswith("record_stacks.cpp") for f in files), files
+    run("export", trace, "--format", "memviz", "-o", os.path.join(WORK, "stacks.pickle"))
+    snap = check_memviz.check(os.path.join(WORK, "stacks.pickle"))
+    frames = snap["device_traces"][0][0]["frames"]
+    assert any("luma_test_allocating_function" in f["name"] for f in frames), frames
+
+
+{"golden": case_golden, "callsites": case_callsites, "stats": case_stats, "exports": case_exports,
+ "allocator": case_allocator, "errors": case_errors}[CASE]()
+print("ok:", CASE)

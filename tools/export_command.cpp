@@ -1,0 +1,64 @@
+// export_command.cpp - `luma export TRACE --format memviz|chrome|rmm|csv -o FILE`: writes
+// the run in a format other tools read. The output is written to FILE.tmp and renamed, so
+// a failed export never leaves a half-written FILE.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "commands.h"
+#include "exports.h"
+
+namespace luma::tools {
+
+void add_export_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "export", "Convert a trace (or RMM log) for PyTorch's memory viewer, Perfetto, RMM "
+                "or the planner");
+  struct Options {
+    std::string input, format, output;
+    std::optional<int> device;
+  };
+  auto o = std::make_shared<Options>();
+  cmd->add_option("TRACE", o->input, "a luma trace or an RMM log")->required();
+  cmd->add_option("--format,-f", o->format,
+                  "memviz (memory_viz snapshot pickle), chrome (Trace Event JSON), "
+                  "rmm (RMM log CSV), csv (planner lifetimes id,lower,upper,size)")
+      ->required()
+      ->check(CLI::IsMember({"memviz", "chrome", "rmm", "csv"}));
+  cmd->add_option("-o,--output", o->output, "the file to write")->required();
+  cmd->add_option("--device", o->device, "csv: the device whose buffers to write");
+  cmd->callback([o] {
+    const std::string tmp = o->output + ".tmp";
+    try {
+      RecordedRun run(o->input);
+      {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out) throw std::runtime_error(o->output + ": cannot write");
+        if (o->format == "memviz") {
+          std::unique_ptr<Symbolizer> sym;
+          if (!run.header().mappings.empty())
+            sym = std::make_unique<Symbolizer>(run.header().mappings);
+          export_memviz(run, out, sym.get());
+        } else if (o->format == "chrome") {
+          export_chrome(run, out);
+        } else if (o->format == "rmm") {
+          export_rmm(run, out);
+        } else {
+          export_lifetimes_csv(run, out, o->device);
+        }
+        out.flush();
+        if (!out) throw std::runtime_error(o->output + ": write failed");
+      }
+      if (std::rename(tmp.c_str(), o->output.c_str()) != 0)
+        throw std::runtime_error(o->output + ": cannot rename " + tmp + " to it");
+    } catch (const std::exception& e) {
+      std::remove(tmp.c_str());
+      std::fprintf(stderr, "luma export: %s\n", e.what());
+      throw ExitCode{kExitFailure};
+    }
+  });
+}
+
+}  // namespace luma::tools

@@ -1,0 +1,18 @@
+// plan_files.h - the files `luma plan` writes: the plan JSON, MiniMalloc's CSV with an
+// offset column, and an SVG picture. Each throws std::runtime_error naming the path when it
+// cannot write.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "device_plan.h"
+
+namespace luma::tools {
+
+void write_plan_json(const std::string& path, const std::string& input,
+                     const std::vector<DevicePlan>& plans);
+void write_plan_csv(const std::string& path, const std::vector<DevicePlan>& plans);
+void write_plan_svg(const std::string& path, const std::vector<DevicePlan>& plans);
+
+}  // namespace luma::tools

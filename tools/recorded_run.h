@@ -1,0 +1,41 @@
+// recorded_run.h - one input of `luma stats` / `luma export`: a luma trace, or an RMM
+// allocation log read through the planner's RMM reader, presented as one event stream.
+// The format is detected by content. Errors are std::runtime_error naming the file (and,
+// for traces, the byte offset).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trace/trace_reader.h"
+
+namespace luma::tools {
+
+class RecordedRun {
+ public:
+  explicit RecordedRun(const std::string& path);
+  ~RecordedRun();
+
+  const std::string& path() const noexcept { return path_; }
+  // "luma trace" or "RMM log".
+  const std::string& format() const noexcept { return format_; }
+  // For RMM logs: only what a log has (no pid, host or devices; device 0).
+  const core::TraceHeader& header() const noexcept;
+  bool closed_cleanly() const noexcept;
+
+  // Reads every event in order; shows a progress bar when stderr is a terminal.
+  core::TraceReadSummary read(const core::TraceReader::EventFn& on_event,
+                              bool show_progress = true);
+  const std::vector<std::uint64_t>& stack(std::uint32_t id) const noexcept;
+
+ private:
+  std::string path_;
+  std::string format_;
+  std::unique_ptr<core::TraceReader> trace_;
+  std::vector<core::TraceEvent> rmm_events_;  // an RMM log, as events in row order
+  core::TraceHeader rmm_header_;
+};
+
+}  // namespace luma::tools

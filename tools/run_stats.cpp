@@ -1,0 +1,145 @@
+// run_stats.cpp - the statistics of one run. Memory: one entry per live allocation and one
+// per call site, never one per event.
+#include "run_stats.h"
+
+#include <algorithm>
+#include <bit>
+#include <unordered_map>
+
+namespace luma::tools {
+
+namespace {
+
+struct Live {
+  std::uint64_t size;
+  std::uint32_t stack;
+};
+
+struct DeviceState {
+  DeviceRunStats s;
+  std::unordered_map<std::uint64_t, Live> live;  // address -> allocation
+  std::uint64_t allocated = 0, reserved = 0, requested = 0;
+  std::unordered_map<std::uint32_t, CallSiteTotal> sites;
+  std::unordered_map<std::uint32_t, CallSiteTotal> live_sites;  // pass 2
+};
+
+void keep_largest(std::vector<AllocationInfo>& v, const AllocationInfo& a) {
+  if (v.size() == kLargestShown && v.back().size >= a.size) return;
+  auto at = std::upper_bound(v.begin(), v.end(), a,
+                             [](const auto& x, const auto& y) { return x.size > y.size; });
+  v.insert(at, a);
+  if (v.size() > kLargestShown) v.pop_back();
+}
+
+std::vector<CallSiteTotal> top(const std::unordered_map<std::uint32_t, CallSiteTotal>& m) {
+  std::vector<CallSiteTotal> v;
+  for (const auto& [id, t] : m)
+    if (t.bytes > 0) v.push_back(t);
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack < b.stack;
+  });
+  if (v.size() > kCallSitesShown) v.resize(kCallSitesShown);
+  return v;
+}
+
+}  // namespace
+
+RunStats compute_run_stats(RecordedRun& run) {
+  RunStats out;
+  std::map<int, DeviceState> dev;
+  bool any_stack = false;
+  const auto sum = run.read([&](const core::TraceEvent& e) {
+    DeviceState& d = dev[e.device];
+    d.s.device = e.device;
+    out.duration_ns = std::max(out.duration_ns, e.time_ns);
+    switch (e.kind) {
+      case core::EventKind::alloc: {
+        ++d.s.allocations;
+        d.s.allocated_bytes_total += e.size;
+        d.s.requested_bytes_total += e.requested;
+        const std::uint64_t req = e.requested ? e.requested : e.size;
+        if (req > 0) ++d.s.histogram[63 - std::countl_zero(req)];
+        d.live[e.address] = {e.size, e.stack};
+        d.allocated += e.size;
+        d.requested += e.requested;
+        if (d.allocated > d.s.peak_allocated) {
+          d.s.peak_allocated = d.allocated;
+          d.s.peak_index = e.index;
+          d.s.peak_time_ns = e.time_ns;
+        }
+        d.s.peak_requested = std::max(d.s.peak_requested, d.requested);
+        keep_largest(d.s.largest, {e.size, e.requested, e.address, e.index, e.time_ns, e.stack});
+        if (e.stack) {
+          any_stack = true;
+          auto& site = d.sites[e.stack];
+          site.stack = e.stack;
+          site.bytes += e.size;
+          ++site.count;
+        }
+        break;
+      }
+      case core::EventKind::free_requested: {
+        ++d.s.frees;
+        auto it = d.live.find(e.address);
+        if (it == d.live.end()) {
+          ++d.s.unmatched_frees;
+          break;
+        }
+        d.allocated -= it->second.size;
+        d.requested -= std::min(d.requested, e.requested);
+        d.live.erase(it);
+        break;
+      }
+      case core::EventKind::free_completed: ++d.s.frees_completed; break;
+      case core::EventKind::segment_reserve:
+        ++d.s.segment_reserves;
+        d.reserved += e.size;
+        d.s.peak_reserved = std::max(d.s.peak_reserved, d.reserved);
+        break;
+      case core::EventKind::segment_release:
+        ++d.s.segment_releases;
+        d.reserved -= std::min(d.reserved, e.size);
+        break;
+      case core::EventKind::oom: ++d.s.ooms; break;
+      case core::EventKind::empty_cache: ++d.s.empty_cache_calls; break;
+    }
+  });
+  out.events = sum.events;
+  out.unwritten_slots = sum.unwritten_slots;
+
+  if (any_stack) {
+    // Pass 2: the call sites of the allocations live at each device's peak.
+    for (auto& [n, d] : dev) d.live.clear();
+    run.read(
+        [&](const core::TraceEvent& e) {
+          DeviceState& d = dev[e.device];
+          if (e.index > d.s.peak_index) return;
+          if (e.kind == core::EventKind::alloc) {
+            d.live[e.address] = {e.size, e.stack};
+            auto& site = d.live_sites[e.stack];
+            site.stack = e.stack;
+            site.bytes += e.size;
+            ++site.count;
+          } else if (e.kind == core::EventKind::free_requested) {
+            auto it = d.live.find(e.address);
+            if (it == d.live.end()) return;
+            auto& site = d.live_sites[it->second.stack];
+            site.bytes -= it->second.size;
+            --site.count;
+            d.live.erase(it);
+          }
+        },
+        false);
+  }
+  for (auto& [n, d] : dev) {
+    d.s.final_allocated = d.allocated;
+    d.s.final_reserved = d.reserved;
+    d.s.callsites_total = top(d.sites);
+    d.live_sites.erase(0);  // allocations without a recorded call site
+    d.s.callsites_at_peak = top(d.live_sites);
+    out.devices.push_back(std::move(d.s));
+  }
+  return out;
+}
+
+}  // namespace luma::tools

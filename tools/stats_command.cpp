@@ -1,0 +1,269 @@
+// stats_command.cpp - `luma stats TRACE...`: per process and device, peaks, fragmentation,
+// counts, a size histogram, the largest allocations and the top call sites (symbolized
+// here, from the recorded mappings); several inputs (the ranks of one job) side by side
+// with totals. `--json` prints the same as one JSON document.
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "recorded_run.h"
+#include "run_stats.h"
+#include "symbolizer.h"
+
+namespace luma::tools {
+
+namespace {
+
+struct Input {
+  std::unique_ptr<RecordedRun> run;
+  RunStats stats;
+  std::unique_ptr<Symbolizer> symbolizer;
+};
+
+std::string bytes_text(std::uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.2f} {}", v, units[u]);
+}
+
+nlohmann::json frames_json(Input& in, std::uint32_t stack) {
+  nlohmann::json frames = nlohmann::json::array();
+  for (std::uint64_t a : in.run->stack(stack)) {
+    nlohmann::json f = {{"address", a}};
+    if (in.symbolizer) {
+      const Frame& fr = in.symbolizer->frame(a);
+      f["function"] = fr.function;
+      f["file"] = fr.file;
+      f["line"] = fr.line;
+      f["module"] = fr.module;
+    }
+    frames.push_back(std::move(f));
+  }
+  return frames;
+}
+
+nlohmann::json sites_json(Input& in, const std::vector<CallSiteTotal>& sites) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : sites)
+    out.push_back({{"bytes", s.bytes}, {"count", s.count}, {"frames", frames_json(in, s.stack)}});
+  return out;
+}
+
+nlohmann::json device_json(Input& in, const DeviceRunStats& d) {
+  nlohmann::json hist = nlohmann::json::array();
+  for (std::size_t k = 0; k < d.histogram.size(); ++k)
+    if (d.histogram[k])
+      hist.push_back({{"min_bytes", std::uint64_t{1} << k},
+                      {"max_bytes", k == 63 ? ~0ull : (std::uint64_t{2} << k) - 1},
+                      {"count", d.histogram[k]}});
+  nlohmann::json largest = nlohmann::json::array();
+  for (const auto& a : d.largest)
+    largest.push_back({{"size", a.size}, {"requested", a.requested}, {"address", a.address},
+                       {"event_index", a.index}, {"time_ns", a.time_ns}});
+  return {{"device", d.device},
+          {"peak_allocated_bytes", d.peak_allocated},
+          {"peak_reserved_bytes", d.peak_reserved},
+          {"peak_requested_bytes", d.peak_requested},
+          {"fragmentation", d.fragmentation()},
+          {"peak", {{"event_index", d.peak_index}, {"time_ns", d.peak_time_ns}}},
+          {"allocations", d.allocations},
+          {"frees", d.frees},
+          {"frees_completed", d.frees_completed},
+          {"segment_reserves", d.segment_reserves},
+          {"segment_releases", d.segment_releases},
+          {"ooms", d.ooms},
+          {"empty_cache_calls", d.empty_cache_calls},
+          {"cache_absorbed", d.cache_absorbed()},
+          {"unmatched_frees", d.unmatched_frees},
+          {"allocated_bytes_total", d.allocated_bytes_total},
+          {"requested_bytes_total", d.requested_bytes_total},
+          {"final_allocated_bytes", d.final_allocated},
+          {"final_reserved_bytes", d.final_reserved},
+          {"size_histogram", hist},
+          {"largest_allocations", largest},
+          {"top_callsites_at_peak", sites_json(in, d.callsites_at_peak)},
+          {"top_callsites_total", sites_json(in, d.callsites_total)}};
+}
+
+struct Totals {
+  std::uint64_t peak_allocated = 0, peak_reserved = 0, allocations = 0, frees = 0,
+                segment_reserves = 0, ooms = 0, cache_absorbed = 0, events = 0;
+};
+
+Totals totals_of(const std::vector<Input>& inputs) {
+  Totals t;
+  for (const auto& in : inputs) {
+    t.events += in.stats.events;
+    for (const auto& d : in.stats.devices) {
+      t.peak_allocated += d.peak_allocated;
+      t.peak_reserved += d.peak_reserved;
+      t.allocations += d.allocations;
+      t.frees += d.frees;
+      t.segment_reserves += d.segment_reserves;
+      t.ooms += d.ooms;
+      t.cache_absorbed += d.cache_absorbed();
+    }
+  }
+  return t;
+}
+
+void print_json(std::vector<Input>& inputs) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (auto& in : inputs) {
+    const auto& h = in.run->header();
+    nlohmann::json devices = nlohmann::json::array();
+    for (const auto& d : in.stats.devices) devices.push_back(device_json(in, d));
+    runs.push_back({{"file", in.run->path()},
+                    {"format", in.run->format()},
+                    {"pid", h.pid},
+                    {"host", h.host},
+                    {"command_line", h.command_line},
+                    {"luma_version", h.luma_version},
+                    {"closed_cleanly", in.run->closed_cleanly()},
+                    {"events", in.stats.events},
+                    {"unwritten_slots", in.stats.unwritten_slots},
+                    {"duration_ns", in.stats.duration_ns},
+                    {"devices", devices}});
+  }
+  const Totals t = totals_of(inputs);
+  nlohmann::json doc = {
+      {"runs", runs},
+      {"totals",
+       {{"runs", inputs.size()},
+        {"events", t.events},
+        {"peak_allocated_bytes_sum", t.peak_allocated},
+        {"peak_reserved_bytes_sum", t.peak_reserved},
+        {"allocations", t.allocations},
+        {"frees", t.frees},
+        {"segment_reserves", t.segment_reserves},
+        {"ooms", t.ooms},
+        {"cache_absorbed", t.cache_absorbed}}}};
+  std::printf("%s\n", doc.dump(2).c_str());
+}
+
+void print_sites(Input& in, const char* title, const std::vector<CallSiteTotal>& sites) {
+  if (sites.empty()) return;
+  fmt::print("  {}:\n", title);
+  for (const auto& s : sites) {
+    fmt::print("    {} in {} allocations\n", bytes_text(s.bytes), s.count);
+    for (std::uint64_t a : in.run->stack(s.stack)) {
+      if (in.symbolizer) {
+        const Frame& f = in.symbolizer->frame(a);
+        if (f.line > 0)
+          fmt::print("      0x{:x} {} at {}:{}\n", a, f.function, f.file, f.line);
+        else
+          fmt::print("      0x{:x} {} in {}\n", a, f.function, f.module.empty() ? "??" : f.module);
+      } else {
+        fmt::print("      0x{:x}\n", a);
+      }
+    }
+  }
+}
+
+void print_text(std::vector<Input>& inputs) {
+  for (auto& in : inputs) {
+    const auto& h = in.run->header();
+    std::string cmd;
+    for (const auto& a : h.command_line) cmd += (cmd.empty() ? "" : " ") + a;
+    fmt::print("{} ({}): pid {} on {}: {}\n", in.run->path(), in.run->format(), h.pid,
+               h.host.empty() ? "?" : h.host, cmd);
+    fmt::print("  {} events over {:.3f} s{}\n", in.stats.events, in.stats.duration_ns / 1e9,
+               in.run->closed_cleanly() ? "" : " (unfinished: the process did not close it)");
+    if (in.stats.unwritten_slots)
+      fmt::print("  warning: {} slots were claimed but never written (a thread died "
+                 "mid-write, or the writer dropped events)\n", in.stats.unwritten_slots);
+    for (const auto& d : in.stats.devices) {
+      fmt::print("device {}:\n", d.device);
+      fmt::print("  peak allocated     {} at event {} ({:.6f} s after start)\n",
+                 bytes_text(d.peak_allocated), d.peak_index, d.peak_time_ns / 1e9);
+      fmt::print("  peak reserved      {}\n", bytes_text(d.peak_reserved));
+      fmt::print("  fragmentation      {:.3f} (peak reserved / peak allocated)\n",
+                 d.fragmentation());
+      fmt::print("  allocations        {} ({} freed; {} still allocated at the end)\n",
+                 d.allocations, d.frees, bytes_text(d.final_allocated));
+      fmt::print("  segments           {} reserved, {} released\n", d.segment_reserves,
+                 d.segment_releases);
+      fmt::print("  cache absorbed     {} calls (allocations - segment reserves)\n",
+                 d.cache_absorbed());
+      fmt::print("  out of memory      {}\n", d.ooms);
+      if (d.unmatched_frees) fmt::print("  unmatched frees    {}\n", d.unmatched_frees);
+      fmt::print("  size histogram (requested):\n");
+      for (std::size_t k = 0; k < d.histogram.size(); ++k)
+        if (d.histogram[k])
+          fmt::print("    [{:>10}, {:>10}) {}\n", bytes_text(std::uint64_t{1} << k),
+                     k == 63 ? std::string("inf") : bytes_text(std::uint64_t{2} << k),
+                     d.histogram[k]);
+      fmt::print("  largest allocations:\n");
+      for (const auto& a : d.largest)
+        fmt::print("    {} (requested {}) at 0x{:x}, event {}\n", bytes_text(a.size),
+                   a.requested, a.address, a.index);
+      print_sites(in, "top call sites live at the peak", d.callsites_at_peak);
+      print_sites(in, "top call sites over the run", d.callsites_total);
+    }
+  }
+  if (inputs.size() > 1) {
+    fmt::print("\n{:<40} {:>14} {:>14} {:>12} {:>8}\n", "run", "peak alloc", "peak reserved",
+               "allocations", "ooms");
+    for (const auto& in : inputs) {
+      std::uint64_t pa = 0, pr = 0, n = 0, o = 0;
+      for (const auto& d : in.stats.devices) {
+        pa += d.peak_allocated;
+        pr += d.peak_reserved;
+        n += d.allocations;
+        o += d.ooms;
+      }
+      fmt::print("{:<40} {:>14} {:>14} {:>12} {:>8}\n", in.run->path(), bytes_text(pa),
+                 bytes_text(pr), n, o);
+    }
+    const Totals t = totals_of(inputs);
+    fmt::print("{:<40} {:>14} {:>14} {:>12} {:>8}\n", "total (sum of peaks)",
+               bytes_text(t.peak_allocated), bytes_text(t.peak_reserved), t.allocations, t.ooms);
+  }
+}
+
+}  // namespace
+
+void add_stats_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "stats", "Summarize traces (or RMM logs): peaks, fragmentation, sizes, call sites");
+  struct Options {
+    std::vector<std::string> inputs;
+    bool json = false;
+  };
+  auto o = std::make_shared<Options>();
+  cmd->add_option("TRACE", o->inputs, "luma traces or RMM logs (several: the ranks of a job)")
+      ->required();
+  cmd->add_flag("--json", o->json, "print JSON instead of text");
+  cmd->callback([o] {
+    std::vector<Input> inputs;
+    try {
+      for (const auto& path : o->inputs) {
+        Input in;
+        in.run = std::make_unique<RecordedRun>(path);
+        in.stats = compute_run_stats(*in.run);
+        if (!in.run->header().mappings.empty())
+          in.symbolizer = std::make_unique<Symbolizer>(in.run->header().mappings);
+        inputs.push_back(std::move(in));
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "luma stats: %s\n", e.what());
+      throw ExitCode{kExitFailure};
+    }
+    if (o->json)
+      print_json(inputs);
+    else
+      print_text(inputs);
+  });
+}
+
+}  // namespace luma::tools
