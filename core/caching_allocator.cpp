@@ -19,9 +19,14 @@
 // - Pointer map (PtrMap): open addressing, linear probing, backward-shift deletion, keyed
 //   by block address; holds exactly the allocated blocks. No node allocation per insert.
 // - Block and Segment records come from RecordPool free lists: no new/delete per call.
-// - Pending frees: one FIFO per pool, intrusive through the blocks, polled from the head
-//   at each allocate (PyTorch's process_events) and waited on, oldest first, before the
-//   allocator grows.
+// - Pending frees: with a batched-fence device a free only appends the block to the open
+//   epoch (no device call). The epoch is closed with one record_fence() when an
+//   allocation finds nothing else that fits, when it reaches epoch_max_blocks / _bytes,
+//   or by empty_cache / the OOM path / release_all. Closed epochs wait in a FIFO, polled
+//   oldest first at each allocate (PyTorch's process_events) and waited on, oldest first,
+//   before the allocator grows. A fence recorded after a free covers at least the work
+//   issued before it, so reuse stays safe; kNoFence frees the epoch at once.
+//   per_free devices are the same with a one-block epoch; none devices skip it all.
 // All index memory is reserved at the start of allocate (reserve_capacity), before any
 // state changes, so a host allocation failure leaves the allocator untouched.
 //
@@ -47,18 +52,18 @@ constexpr std::size_t kMaxRequest = std::size_t{1} << 62;
 
 enum class BlockState : std::uint8_t { free, allocated, pending };
 
-struct Segment;
+constexpr std::size_t pool_index(Pool p) noexcept { return static_cast<std::size_t>(p); }
 
-struct Block {
+// One cache line per block: every field a hot-path step reads or writes is in it, so a
+// block costs one miss, never two (a 64-byte record that straddles lines costs two).
+struct alignas(64) Block {
   std::uintptr_t addr = 0;
   std::size_t size = 0;
   std::size_t requested = 0;  // bytes asked for (allocated blocks only)
   Block* prev = nullptr;      // address neighbours inside the segment
   Block* next = nullptr;
-  Block* list_prev = nullptr;  // free-class list or pending FIFO
-  Block* list_next = nullptr;
-  Segment* segment = nullptr;
-  Fence fence = kNoFence;  // pending blocks only
+  Block* list_prev = nullptr;  // free-class list (free blocks); unused while pending
+  Block* list_next = nullptr;  // free-class list, or the next block of its epoch (pending)
   BlockState state = BlockState::free;
   Pool pool = Pool::small;  // its segment's pool, kept here to spare a cache miss
   std::uint8_t fl = 0;      // free-index class while indexed (FreeIndex::insert)
@@ -66,6 +71,7 @@ struct Block {
 
   bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
 };
+static_assert(sizeof(Block) == 64, "a block record is one cache line");
 
 struct Segment {
   std::uintptr_t base = 0;
@@ -78,7 +84,6 @@ struct Segment {
   }
 };
 
-std::size_t pool_index(Pool p) noexcept { return static_cast<std::size_t>(p); }
 const char* pool_name(Pool p) noexcept { return p == Pool::small ? "small" : "large"; }
 
 // Records handed out from chunks and taken back onto a free list. put() never allocates:
@@ -302,26 +307,125 @@ class FreeIndex {
   std::size_t count_ = 0;
 };
 
-// FIFO of pending blocks, intrusive through list_prev / list_next.
-struct PendingQueue {
+// A batch of frees that one fence covers. Blocks are chained through list_next (LIFO:
+// the order inside an epoch does not matter, they all become free together).
+struct Epoch {
   Block* head = nullptr;
-  Block* tail = nullptr;
-  std::size_t count = 0;
+  Fence fence = kNoFence;  // kNoFence while open
+  std::array<std::size_t, kPools> blocks{};  // per pool
+  std::size_t bytes = 0;
 
   void push(Block* b) noexcept {
-    b->list_next = nullptr;
-    b->list_prev = tail;
-    if (tail != nullptr) tail->list_next = b; else head = b;
-    tail = b;
-    ++count;
+    b->list_prev = nullptr;
+    b->list_next = head;
+    head = b;
+    ++blocks[pool_index(b->pool)];
+    bytes += b->size;
   }
-  Block* pop() noexcept {
-    Block* b = head;
-    head = b->list_next;
-    if (head != nullptr) head->list_prev = nullptr; else tail = nullptr;
-    b->list_prev = b->list_next = nullptr;
-    --count;
-    return b;
+  std::size_t count() const noexcept { return blocks[0] + blocks[1]; }
+};
+
+// Closed epochs, oldest first: a ring that grows only by grow() (called where the caller
+// can handle a host allocation failure), so push never allocates.
+class EpochRing {
+ public:
+  bool full() const noexcept { return count_ == ring_.size(); }
+  void grow() {  // may throw std::bad_alloc; nothing changes then
+    std::vector<Epoch> bigger(std::max<std::size_t>(16, ring_.size() * 2));
+    for (std::size_t i = 0; i < count_; ++i) bigger[i] = ring_[(head_ + i) % ring_.size()];
+    ring_.swap(bigger);
+    head_ = 0;
+  }
+  void push(const Epoch& e) noexcept { ring_[(head_ + count_++) % ring_.size()] = e; }  // !full()
+  Epoch& oldest() noexcept { return ring_[head_]; }
+  void pop() noexcept {
+    head_ = (head_ + 1) % ring_.size();
+    --count_;
+  }
+  std::size_t size() const noexcept { return count_; }
+  bool empty() const noexcept { return count_ == 0; }
+  const Epoch& at(std::size_t i) const noexcept { return ring_[(head_ + i) % ring_.size()]; }
+
+ private:
+  std::vector<Epoch> ring_;
+  std::size_t head_ = 0;
+  std::size_t count_ = 0;
+};
+
+// The statistics as the hot path keeps them: per pool a full Counter, for all pools only
+// current and peak (its totals are the sums of the pools', made in view()). Half the
+// stores of PoolCounter, and always inlined.
+struct Metric {
+  std::array<Counter, kPools> pool{};
+  std::int64_t all_current = 0;
+  std::int64_t all_peak = 0;
+
+  [[gnu::always_inline]] void add(Pool p, std::uint64_t n) noexcept {
+    Counter& c = pool[pool_index(p)];
+    c.current += static_cast<std::int64_t>(n);
+    c.allocated += n;
+    if (c.current > c.peak) c.peak = c.current;
+    all_current += static_cast<std::int64_t>(n);
+    if (all_current > all_peak) all_peak = all_current;
+  }
+  [[gnu::always_inline]] void sub(Pool p, std::uint64_t n) noexcept {
+    Counter& c = pool[pool_index(p)];
+    c.current -= static_cast<std::int64_t>(n);
+    c.freed += n;
+    all_current -= static_cast<std::int64_t>(n);
+  }
+  PoolCounter view() const noexcept {
+    PoolCounter v;
+    v.pool = pool;
+    v.all.current = all_current;
+    v.all.peak = all_peak;
+    for (const Counter& c : pool) {
+      v.all.allocated += c.allocated;
+      v.all.freed += c.freed;
+    }
+    return v;
+  }
+};
+
+// DeviceStats with Metric in place of PoolCounter; the metrics every pair touches first.
+struct LiveStats {
+  Metric allocation, allocated_bytes, requested_bytes, active, active_bytes, inactive_split,
+      inactive_split_bytes;
+  Metric segment, reserved_bytes;
+  std::uint64_t free_blocks = 0;
+  std::uint64_t alloc_calls = 0;
+  std::uint64_t free_calls = 0;
+  std::uint64_t num_device_alloc = 0;
+  std::uint64_t num_device_free = 0;
+  std::uint64_t num_alloc_retries = 0;
+  std::uint64_t num_ooms = 0;
+  std::uint64_t num_fence_waits = 0;
+  std::uint64_t num_empty_cache = 0;
+  std::uint64_t invalid_frees = 0;
+
+  DeviceStats view(int device) const noexcept {
+    DeviceStats d;
+    d.device = device;
+    d.allocation = allocation.view();
+    d.segment = segment.view();
+    d.active = active.view();
+    d.inactive_split = inactive_split.view();
+    d.allocated_bytes = allocated_bytes.view();
+    d.requested_bytes = requested_bytes.view();
+    d.reserved_bytes = reserved_bytes.view();
+    d.active_bytes = active_bytes.view();
+    d.inactive_split_bytes = inactive_split_bytes.view();
+    d.free_blocks = free_blocks;
+    d.alloc_calls = alloc_calls;
+    d.free_calls = free_calls;
+    d.num_device_alloc = num_device_alloc;
+    d.num_device_free = num_device_free;
+    d.num_alloc_retries = num_alloc_retries;
+    d.num_ooms = num_ooms;
+    d.num_fence_waits = num_fence_waits;
+    d.num_empty_cache = num_empty_cache;
+    d.invalid_frees = invalid_frees;
+    return d;
   }
 };
 
@@ -367,26 +471,31 @@ std::size_t segment_size_for(const AllocatorOptions& options, std::size_t rounde
 }
 
 struct CachingAllocator::Impl {
-  Impl(Device& d, int index, const AllocatorOptions& o) : dev(d), device_index(index), opt(sanitize(o)) {
+  Impl(Device& d, int index, const AllocatorOptions& o)
+      : dev(d), device_index(index), opt(sanitize(o)), fence_mode(d.fence_mode()) {
     const auto shift = static_cast<unsigned>(std::countr_zero(opt.alignment));
     for (auto& per_pool : index_)
       for (FreeIndex& fi : per_pool) fi.set_unit_shift(shift);
-    stats.device = index;
   }
 
   Device& dev;
   const int device_index;
   const AllocatorOptions opt;
+  const FenceMode fence_mode;
   mutable std::mutex mu;
   EventSink* sink = nullptr;
-  DeviceStats stats;
+  LiveStats stats;
 
   RecordPool<Block> blocks;
   RecordPool<Segment> segment_records;
   std::vector<Segment*> segments;  // sorted by base
   PtrMap live;
   std::array<std::array<FreeIndex, 2>, kPools> index_;  // [pool][oversize]
-  std::array<PendingQueue, kPools> pending;
+  // Pending frees: the open epoch (no fence yet) and the closed ones (fenced), oldest
+  // first; closed_blocks counts the closed epochs' blocks per pool.
+  Epoch open_epoch;
+  EpochRing closed;
+  std::array<std::size_t, kPools> closed_blocks{};
 
   // ---- helpers ----------------------------------------------------------------------
   void emit(EventKind kind, std::uintptr_t addr, std::size_t size, std::size_t requested) noexcept {
@@ -419,13 +528,12 @@ struct CachingAllocator::Impl {
   // Everything allocate may need, reserved before anything changes; the test is a few
   // compares, the growth (which may throw) rare.
   void reserve_capacity() {
-    if (blocks.spare() >= 2 && segment_records.spare() >= 1 && segments.capacity() > segments.size() &&
-        live.has_room()) [[likely]]
+    // (A new segment's record and index slot are grow()'s own business.)
+    if (blocks.spare() >= 2 && live.has_room() && !closed.full()) [[likely]]
       return;
     blocks.ensure(2);  // a new segment's block and a split remainder
-    segment_records.ensure(1);
-    segments.reserve(segments.size() + 1);
     live.reserve_for(live.size() + 1);
+    if (closed.full()) closed.grow();  // room to close the open epoch
   }
 
   // A block whose fences are done (or that had none) becomes free and merges with its
@@ -436,7 +544,6 @@ struct CachingAllocator::Impl {
     stats.active_bytes.sub(p, b->size);
     emit(EventKind::free_completed, b->addr, b->size, 0);
     b->state = BlockState::free;
-    b->fence = kNoFence;
     std::int64_t net_blocks = 0;
     std::int64_t net_bytes = 0;
     if (Block* prev = b->prev; prev != nullptr && prev->state == BlockState::free) {
@@ -467,34 +574,88 @@ struct CachingAllocator::Impl {
     apply_net(stats.inactive_split_bytes, p, net_bytes);
   }
 
-  static void apply_net(PoolCounter& c, Pool p, std::int64_t n) noexcept {
+  static void apply_net(Metric& c, Pool p, std::int64_t n) noexcept {
     if (n > 0) c.add(p, static_cast<std::uint64_t>(n));
     if (n < 0) c.sub(p, static_cast<std::uint64_t>(-n));
   }
 
-  void finish_pending(Pool p) noexcept {
-    Block* b = pending[pool_index(p)].pop();
-    dev.fence_release(b->fence);
-    complete(b);
-  }
-
-  // PyTorch's process_events: complete the oldest pending frees whose fences are done,
-  // stopping at the first that is not (later ones are usually later in time too).
-  void process_events() noexcept {
-    for (std::size_t p = 0; p < kPools; ++p) {
-      PendingQueue& q = pending[p];
-      while (q.head != nullptr && dev.fence_done(q.head->fence)) finish_pending(static_cast<Pool>(p));
+  // Makes every block of an epoch free (its fence, if any, is done and released by now).
+  void complete_epoch(Block* head) noexcept {
+    while (head != nullptr) {
+      Block* next = head->list_next;
+      head->list_next = nullptr;
+      complete(head);
+      head = next;
     }
   }
 
-  void wait_oldest(Pool p) noexcept {
-    dev.fence_wait(pending[pool_index(p)].head->fence);
-    finish_pending(p);
+  // Closes the open epoch with one fence recorded now, after every free in it. kNoFence:
+  // its blocks are free at once. Needs room in `closed` (reserve_capacity, or the free
+  // path's own grow); without it, waits for the fence instead of queueing it.
+  void close_epoch() noexcept {
+    if (open_epoch.head == nullptr) return;
+    Epoch e = open_epoch;
+    open_epoch = Epoch{};
+    e.fence = dev.record_fence();
+    if (e.fence == kNoFence) {
+      complete_epoch(e.head);
+      return;
+    }
+    if (closed.full()) {
+      try {
+        closed.grow();
+      } catch (...) {  // no host memory to queue it: wait now, which is always safe
+        dev.fence_wait(e.fence);
+        ++stats.num_fence_waits;
+        dev.fence_release(e.fence);
+        complete_epoch(e.head);
+        return;
+      }
+    }
+    for (std::size_t p = 0; p < kPools; ++p) closed_blocks[p] += e.blocks[p];
+    closed.push(e);
   }
 
+  void finish_oldest() noexcept {
+    const Epoch e = closed.oldest();
+    closed.pop();
+    for (std::size_t p = 0; p < kPools; ++p) closed_blocks[p] -= e.blocks[p];
+    dev.fence_release(e.fence);
+    complete_epoch(e.head);
+  }
+
+  // PyTorch's process_events: complete the oldest closed epochs whose fences are done,
+  // stopping at the first that is not (later ones are later in time too).
+  void process_events() noexcept {
+    while (!closed.empty() && dev.fence_done(closed.oldest().fence)) finish_oldest();
+  }
+
+  void wait_oldest() noexcept {
+    dev.fence_wait(closed.oldest().fence);
+    ++stats.num_fence_waits;
+    finish_oldest();
+  }
+
+  // Every pending free made reusable: for empty_cache, the OOM path and release_all.
   void drain_pending() noexcept {
-    for (std::size_t p = 0; p < kPools; ++p)
-      while (pending[p].head != nullptr) wait_oldest(static_cast<Pool>(p));
+    close_epoch();
+    process_events();
+    while (!closed.empty()) wait_oldest();
+  }
+
+  // Pending blocks of pool p exist: make some reusable, cheapest way first. Returns false
+  // when there are none left to wait for.
+  bool reclaim_pending(Pool p) noexcept {
+    const std::size_t i = pool_index(p);
+    if (closed_blocks[i] == 0) {
+      if (open_epoch.blocks[i] == 0) return false;
+      close_epoch();     // only the open epoch can provide: fence it now ...
+      process_events();  // ... and take it at once if its work is already done
+      return true;
+    }
+    wait_oldest();  // rather than grow
+    process_events();
+    return true;
   }
 
   Block* find_free(Pool p, std::size_t rounded) noexcept {
@@ -541,6 +702,13 @@ struct CachingAllocator::Impl {
   // free block is in the index on return.
   Block* grow(Pool p, std::size_t rounded) noexcept {
     const std::size_t size = segment_size_for(opt, rounded);
+    try {  // before the device call, so a host allocation failure changes nothing
+      segment_records.ensure(1);
+      if (segments.size() == segments.capacity())  // doubling: reserve(n + 1) would copy each time
+        segments.reserve(std::max<std::size_t>(16, segments.capacity() * 2));
+    } catch (...) {
+      return nullptr;
+    }
     void* base = reserve_aligned(size);
     if (base == nullptr && opt.release_on_oom) {
       drain_pending();
@@ -556,7 +724,6 @@ struct CachingAllocator::Impl {
     Block* b = blocks.get();
     b->addr = s->base;
     b->size = size;
-    b->segment = s;
     b->pool = p;
     s->first = b;
     segments.insert(std::upper_bound(segments.begin(), segments.end(), s,
@@ -590,7 +757,6 @@ struct CachingAllocator::Impl {
       Block* r = blocks.get();
       r->addr = b->addr + rounded;
       r->size = remaining;
-      r->segment = b->segment;
       r->pool = b->pool;
       r->prev = b;
       r->next = b->next;
@@ -634,15 +800,10 @@ struct CachingAllocator::Impl {
     }
     const std::size_t rounded = round_size(opt, bytes);
     const Pool p = pool_for(opt, rounded);
-    process_events();
+    if (!closed.empty()) process_events();
     Block* b = find_free(p, rounded);
     // Waiting for a pending free of this pool is cheaper than a new segment.
-    while (b == nullptr && pending[pool_index(p)].head != nullptr) {
-      wait_oldest(p);
-      ++stats.num_fence_waits;
-      process_events();
-      b = find_free(p, rounded);
-    }
+    while (b == nullptr && reclaim_pending(p)) b = find_free(p, rounded);
     if (b == nullptr) b = grow(p, rounded);
     if (b == nullptr) {
       record_oom(bytes);
@@ -667,14 +828,15 @@ struct CachingAllocator::Impl {
     b->requested = 0;
     ++stats.free_calls;
     emit(EventKind::free_requested, b->addr, b->size, 0);
-    const Fence f = dev.record_fence();
-    if (f == kNoFence) {
+    if (fence_mode == FenceMode::none) {
       complete(b);
-    } else {
-      b->state = BlockState::pending;
-      b->fence = f;
-      pending[pool_index(p)].push(b);
+      return FreeStatus::ok;
     }
+    b->state = BlockState::pending;
+    open_epoch.push(b);
+    if (fence_mode == FenceMode::per_free || open_epoch.count() >= opt.epoch_max_blocks ||
+        open_epoch.bytes >= opt.epoch_max_bytes)
+      close_epoch();
     return FreeStatus::ok;
   }
 
@@ -756,7 +918,6 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
         fail(fmt::format("segment {:#x}: block list does not end", s->base));
         break;
       }
-      if (b->segment != s) fail(fmt::format("block {:#x} names another segment", b->addr));
       if (b->pool != s->pool) fail(fmt::format("block {:#x} names another pool than its segment", b->addr));
       if (b->prev != prev) fail(fmt::format("block {:#x}: prev link is wrong", b->addr));
       if (b->addr != cursor)
@@ -780,7 +941,6 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
         case BlockState::pending:
           tp.pending += 1;
           tp.pending_bytes += bytes;
-          if (b->fence == kNoFence) fail(fmt::format("pending block {:#x} has no fence", b->addr));
           if (live.find(b->addr) != nullptr)
             fail(fmt::format("pending block {:#x} is in the pointer map", b->addr));
           break;
@@ -825,8 +985,7 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
           if (b->state != BlockState::free)
             fail(fmt::format("free list holds block {:#x} that is not free ({})", b->addr,
                              b->state == BlockState::pending ? "pending" : "allocated"));
-          if (b->segment == nullptr || pool_index(b->segment->pool) != p)
-            fail(fmt::format("block {:#x} is indexed in the wrong pool", b->addr));
+          if (pool_index(b->pool) != p) fail(fmt::format("block {:#x} is indexed in the wrong pool", b->addr));
           const FreeIndex::Class bc = fi.class_of(b->size);
           if (bc.fl != c.fl || bc.sl != c.sl)
             fail(fmt::format("block {:#x} of {} bytes is in class ({}, {}) instead of ({}, {})", b->addr,
@@ -843,23 +1002,46 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
     if (indexed[p] != t[p].free)
       fail(fmt::format("{} pool: {} free blocks in segments, {} in the free index", pool_name(static_cast<Pool>(p)),
                        t[p].free, indexed[p]));
-    // Pending FIFO: only pending blocks of this pool, and all of them.
-    std::int64_t queued = 0;
-    const Block* lp = nullptr;
-    for (const Block* b = pending[p].head; b != nullptr; lp = b, b = b->list_next) {
-      if (++queued > static_cast<std::int64_t>(max_blocks)) {
-        fail("pending queue does not end");
-        break;
+  }
+
+  // Epochs: the open one unfenced, every closed one fenced; together they hold exactly
+  // the pending blocks, each once, and their per-pool counts and bytes add up.
+  {
+    std::array<std::int64_t, kPools> queued{};
+    std::array<std::size_t, kPools> closed_sum{};
+    auto walk = [&](const Epoch& e, const char* which) {
+      std::array<std::size_t, kPools> n{};
+      std::size_t bytes = 0;
+      std::size_t steps = 0;
+      for (const Block* b = e.head; b != nullptr; b = b->list_next) {
+        if (++steps > max_blocks) {
+          fail(fmt::format("{} epoch: block list does not end", which));
+          break;
+        }
+        if (b->state != BlockState::pending)
+          fail(fmt::format("{} epoch holds block {:#x} that is not pending", which, b->addr));
+        ++n[pool_index(b->pool)];
+        bytes += b->size;
       }
-      if (b->list_prev != lp) fail(fmt::format("pending entry {:#x}: back link is wrong", b->addr));
-      if (b->state != BlockState::pending) fail(fmt::format("pending queue holds block {:#x} that is not pending", b->addr));
-      if (b->segment == nullptr || pool_index(b->segment->pool) != p)
-        fail(fmt::format("pending block {:#x} is queued in the wrong pool", b->addr));
+      if (n != e.blocks) fail(fmt::format("{} epoch: counts {}+{} blocks, holds {}+{}", which, e.blocks[0], e.blocks[1], n[0], n[1]));
+      if (bytes != e.bytes) fail(fmt::format("{} epoch: counts {} bytes, holds {}", which, e.bytes, bytes));
+      for (std::size_t p = 0; p < kPools; ++p) queued[p] += static_cast<std::int64_t>(n[p]);
+      return n;
+    };
+    if (open_epoch.fence != kNoFence) fail("the open epoch has a fence");
+    walk(open_epoch, "open");
+    for (std::size_t i = 0; i < closed.size(); ++i) {
+      const Epoch& e = closed.at(i);
+      if (e.fence == kNoFence) fail(fmt::format("closed epoch {} has no fence", i));
+      if (e.head == nullptr) fail(fmt::format("closed epoch {} is empty", i));
+      const auto n = walk(e, "closed");
+      for (std::size_t p = 0; p < kPools; ++p) closed_sum[p] += n[p];
     }
-    if (lp != pending[p].tail) fail("pending queue tail is wrong");
-    if (queued != t[p].pending || static_cast<std::int64_t>(pending[p].count) != queued)
-      fail(fmt::format("{} pool: {} pending blocks in segments, {} queued", pool_name(static_cast<Pool>(p)),
-                       t[p].pending, queued));
+    if (closed_sum != closed_blocks) fail("closed epochs' per-pool block counts are wrong");
+    for (std::size_t p = 0; p < kPools; ++p)
+      if (queued[p] != t[p].pending)
+        fail(fmt::format("{} pool: {} pending blocks in segments, {} in epochs", pool_name(static_cast<Pool>(p)),
+                         t[p].pending, queued[p]));
   }
 
   // Pointer map: exactly the allocated blocks.
@@ -872,21 +1054,22 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
   });
 
   // Statistics against the tally, per pool and for all pools.
+  const DeviceStats ds = stats.view(device_index);
   auto expect = [&](const char* name, const PoolCounter& c, std::int64_t small, std::int64_t large) {
     if (c.pool[0].current != small) fail(fmt::format("stats {} (small pool) = {}, counted {}", name, c.pool[0].current, small));
     if (c.pool[1].current != large) fail(fmt::format("stats {} (large pool) = {}, counted {}", name, c.pool[1].current, large));
     if (c.all.current != small + large) fail(fmt::format("stats {} (all) = {}, counted {}", name, c.all.current, small + large));
   };
-  expect("segment", stats.segment, t[0].segments, t[1].segments);
-  expect("reserved_bytes", stats.reserved_bytes, t[0].reserved, t[1].reserved);
-  expect("allocation", stats.allocation, t[0].allocated, t[1].allocated);
-  expect("allocated_bytes", stats.allocated_bytes, t[0].allocated_bytes, t[1].allocated_bytes);
-  expect("requested_bytes", stats.requested_bytes, t[0].requested_bytes, t[1].requested_bytes);
-  expect("active", stats.active, t[0].allocated + t[0].pending, t[1].allocated + t[1].pending);
-  expect("active_bytes", stats.active_bytes, t[0].allocated_bytes + t[0].pending_bytes,
+  expect("segment", ds.segment, t[0].segments, t[1].segments);
+  expect("reserved_bytes", ds.reserved_bytes, t[0].reserved, t[1].reserved);
+  expect("allocation", ds.allocation, t[0].allocated, t[1].allocated);
+  expect("allocated_bytes", ds.allocated_bytes, t[0].allocated_bytes, t[1].allocated_bytes);
+  expect("requested_bytes", ds.requested_bytes, t[0].requested_bytes, t[1].requested_bytes);
+  expect("active", ds.active, t[0].allocated + t[0].pending, t[1].allocated + t[1].pending);
+  expect("active_bytes", ds.active_bytes, t[0].allocated_bytes + t[0].pending_bytes,
          t[1].allocated_bytes + t[1].pending_bytes);
-  expect("inactive_split", stats.inactive_split, t[0].split_free, t[1].split_free);
-  expect("inactive_split_bytes", stats.inactive_split_bytes, t[0].split_free_bytes, t[1].split_free_bytes);
+  expect("inactive_split", ds.inactive_split, t[0].split_free, t[1].split_free);
+  expect("inactive_split_bytes", ds.inactive_split_bytes, t[0].split_free_bytes, t[1].split_free_bytes);
   if (static_cast<std::int64_t>(stats.free_blocks) != t[0].free + t[1].free)
     fail(fmt::format("stats free_blocks = {}, counted {}", stats.free_blocks, t[0].free + t[1].free));
   for (std::size_t p = 0; p < kPools; ++p)
@@ -905,8 +1088,10 @@ CachingAllocator::CachingAllocator(Device& device, int device_index, const Alloc
 CachingAllocator::~CachingAllocator() {
   // Memory stays with the device (never freed at exit), but every fence token is given
   // back exactly once.
-  for (auto& q : impl_->pending)
-    while (q.head != nullptr) impl_->dev.fence_release(q.pop()->fence);
+  while (!impl_->closed.empty()) {
+    impl_->dev.fence_release(impl_->closed.oldest().fence);
+    impl_->closed.pop();
+  }
 }
 
 AllocResult CachingAllocator::allocate(std::size_t bytes) noexcept {
@@ -938,6 +1123,21 @@ bool CachingAllocator::owns(const void* ptr, std::size_t* size) const noexcept {
   return true;
 }
 
+bool CachingAllocator::block_of(const void* addr, SegmentRange* out) const noexcept {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  const auto a = reinterpret_cast<std::uintptr_t>(addr);
+  const Block* b = impl_->live.find(a);  // the start of a block: O(1)
+  if (b == nullptr) {
+    const Segment* s = impl_->segment_containing(a);  // O(log segments) ...
+    if (s == nullptr) return false;
+    for (b = s->first; b != nullptr && a - b->addr >= b->size; b = b->next) {}  // ... then a walk
+    if (b == nullptr) return false;
+  }
+  if (b->state != BlockState::allocated) return false;
+  if (out != nullptr) *out = {reinterpret_cast<void*>(b->addr), b->size};
+  return true;
+}
+
 bool CachingAllocator::segment_of(const void* ptr, SegmentRange* out) const noexcept {
   std::lock_guard<std::mutex> lock(impl_->mu);
   const Segment* s = impl_->segment_containing(reinterpret_cast<std::uintptr_t>(ptr));
@@ -948,12 +1148,12 @@ bool CachingAllocator::segment_of(const void* ptr, SegmentRange* out) const noex
 
 DeviceStats CachingAllocator::stats() const noexcept {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->stats;
+  return impl_->stats.view(impl_->device_index);
 }
 
 std::size_t CachingAllocator::cached_bytes() const noexcept {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return static_cast<std::size_t>(impl_->stats.reserved_bytes.all.current - impl_->stats.allocated_bytes.all.current);
+  return static_cast<std::size_t>(impl_->stats.reserved_bytes.all_current - impl_->stats.allocated_bytes.all_current);
 }
 
 void CachingAllocator::set_event_sink(EventSink* sink) noexcept {

@@ -38,7 +38,7 @@ struct AllocResult {
   AllocStatus status = AllocStatus::ok;
 };
 
-// The segment a pointer lies in (for cuMemGetAddressRange and pointer attributes).
+// An address range: the segment (segment_of) or the live block (block_of) a pointer lies in.
 struct SegmentRange {
   void* base = nullptr;
   std::size_t size = 0;
@@ -67,6 +67,11 @@ class CachingAllocator {
   bool owns(const void* ptr, std::size_t* size = nullptr) const noexcept;
   // The segment containing ptr (any address inside it), if any.
   bool segment_of(const void* ptr, SegmentRange* out) const noexcept;
+  // The live (allocated) block containing addr, any address inside it: its start and its
+  // rounded size, for cuMemGetAddressRange on interior pointers. False when addr lies in
+  // no segment, or in a free or pending block. O(1) for a block's start, otherwise a
+  // binary search over segments and a walk over that segment's blocks.
+  bool block_of(const void* addr, SegmentRange* out) const noexcept;
 
   DeviceStats stats() const noexcept;
   // Bytes reserved but not held by the program (free or pending): what cuMemGetInfo may

@@ -7,11 +7,21 @@
 //   the device has no memory. Never throws. Never calls back into the allocator.
 // - release(base, bytes): base/bytes exactly as returned by one reserve. Returns false if
 //   the device reports an error (the allocator then keeps the segment).
-// - fences: record_fence() is called when a block is freed and returns a token for "all
-//   work issued so far that could use this block", or kNoFence when no such work can exist
-//   (single-stream policy) or when the block may be reused at once. fence_done() polls
-//   without blocking; fence_wait() blocks until done; fence_release() gives the token back.
-//   Each token is released exactly once. A fence that cannot be recorded (driver error) is
+// - fences: a fence is a token for "all work issued so far" on every stream that could use
+//   a freed block. fence_mode() (read once, when an allocator is made; constant for the
+//   device's lifetime) says when the allocator asks for one:
+//     per_free - record_fence() at every free (the original contract, and the default so
+//                that a device written before batching stays correct);
+//     batched  - frees collect into an "epoch" and one record_fence() covers the whole
+//                epoch when it is closed, some time after its frees. Recording later than
+//                the free is still safe: the fence then covers at least the work issued
+//                before the free (conservatively, more);
+//     none     - no work can use a freed block (single-stream policy): reusable at once,
+//                the fence methods are never called.
+//   record_fence() returns kNoFence when the covered blocks may be reused at once (every
+//   stream idle, or the implementation synchronized). fence_done() polls without
+//   blocking; fence_wait() blocks until done; fence_release() gives the token back. Each
+//   token is released exactly once. A fence that cannot be recorded (driver error) is
 //   reported as kNoFence after the implementation has made the memory safe another way
 //   (for example by synchronizing), so the allocator never reuses memory unsafely.
 // All methods are called with the allocator's per-device lock held; they must not block on
@@ -26,6 +36,8 @@ namespace luma::core {
 using Fence = std::uint64_t;
 inline constexpr Fence kNoFence = 0;
 
+enum class FenceMode : std::uint8_t { per_free, batched, none };  // see the contract above
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -33,6 +45,7 @@ class Device {
   virtual void* reserve(std::size_t bytes) noexcept = 0;
   virtual bool release(void* base, std::size_t bytes) noexcept = 0;
 
+  virtual FenceMode fence_mode() const noexcept { return FenceMode::per_free; }
   virtual Fence record_fence() noexcept { return kNoFence; }
   virtual bool fence_done(Fence) noexcept { return true; }
   virtual void fence_wait(Fence) noexcept {}

@@ -63,9 +63,14 @@ class HostDevice final : public Device {
     return true;
   }
 
+  FenceMode fence_mode() const noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fences_enabled_ ? mode_ : FenceMode::none;
+  }
   Fence record_fence() noexcept override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!fences_enabled_) return kNoFence;
+    ++record_calls_;
+    if (!fences_enabled_ || idle_) return kNoFence;
     const Fence f = next_fence_++;
     fences_[f] = FenceState{};
     return f;
@@ -104,8 +109,13 @@ class HostDevice final : public Device {
   void set_capacity(std::size_t bytes) { std::lock_guard<std::mutex> l(mu_); capacity_ = bytes; }
   void fail_next_reserves(int n) { std::lock_guard<std::mutex> l(mu_); fail_reserves_ = n; }
   void set_fail_releases(bool fail) { std::lock_guard<std::mutex> l(mu_); fail_releases_ = fail; }
-  // When enabled, every free gets a fence that stays pending until complete_fence.
+  // When enabled, freed blocks get fences (batched into epochs unless set_fence_mode says
+  // per_free) that stay pending until complete_fence. Set before making the allocator:
+  // it reads fence_mode() once.
   void set_fences(bool enabled) { std::lock_guard<std::mutex> l(mu_); fences_enabled_ = enabled; }
+  void set_fence_mode(FenceMode mode) { std::lock_guard<std::mutex> l(mu_); mode_ = mode; }
+  // While idle, record_fence() reports kNoFence: no stream has work, reuse at once.
+  void set_idle(bool idle) { std::lock_guard<std::mutex> l(mu_); idle_ = idle; }
   void complete_fence(Fence f) {
     std::lock_guard<std::mutex> l(mu_);
     auto it = fences_.find(f);
@@ -123,6 +133,8 @@ class HostDevice final : public Device {
   std::uint64_t release_calls() const { std::lock_guard<std::mutex> l(mu_); return release_calls_; }
   std::uint64_t contract_violations() const { std::lock_guard<std::mutex> l(mu_); return contract_violations_; }
   std::uint64_t fences_recorded() const { std::lock_guard<std::mutex> l(mu_); return next_fence_ - 1; }
+  // record_fence() calls, kNoFence answers included.
+  std::uint64_t record_calls() const { std::lock_guard<std::mutex> l(mu_); return record_calls_; }
   std::uint64_t fences_released() const { std::lock_guard<std::mutex> l(mu_); return fences_released_; }
   std::vector<Fence> fences_waited() const { std::lock_guard<std::mutex> l(mu_); return waited_; }
   // Whether [p, p + n) lies inside one segment this device handed out.
@@ -150,6 +162,9 @@ class HostDevice final : public Device {
   int fail_reserves_ = 0;
   bool fail_releases_ = false;
   bool fences_enabled_ = false;
+  bool idle_ = false;
+  FenceMode mode_ = FenceMode::batched;
+  std::uint64_t record_calls_ = 0;
   Fence next_fence_ = 1;
   std::map<Fence, FenceState> fences_;
   std::vector<Fence> waited_;

@@ -90,6 +90,8 @@ typedef CUresult (*PFN_cuInit)(unsigned int flags);
 typedef CUresult (*PFN_cuDriverGetVersion)(int* version);
 typedef CUresult (*PFN_cuDeviceGetCount)(int* count);
 typedef CUresult (*PFN_cuDeviceGet)(CUdevice* device, int ordinal);
+typedef CUresult (*PFN_cuDeviceGetName)(char* name, int len, CUdevice dev);
+typedef CUresult (*PFN_cuDeviceTotalMem_v2)(size_t* bytes, CUdevice dev);
 typedef CUresult (*PFN_cuDevicePrimaryCtxRetain)(CUcontext* ctx, CUdevice dev);
 typedef CUresult (*PFN_cuDevicePrimaryCtxRelease_v2)(CUdevice dev);
 typedef CUresult (*PFN_cuCtxGetCurrent)(CUcontext* ctx);

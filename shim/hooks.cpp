@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "call_context.h"
 #include "log.h"
 #include "proc_address.h"
 #include "real_driver.h"
@@ -56,13 +57,20 @@ ContextEntry* current_entry(State& s) {
     CUdevice device = 0;
     if (s.driver.ctx_get_device(&device) != CUDA_SUCCESS) device = 0;
     auto* e = new ContextEntry(s.driver, ctx, device, s.settings.core, s.streams);
+    // Before the entry is published: the allocator's first event is already recorded.
+    if (luma::core::EventSink* sink = s.recorder.sink_for_new_allocator(s.driver))
+      e->allocator.set_event_sink(sink);
     log().debug("serving context {} of device {}", static_cast<void*>(ctx), device);
     return e;
   });
 }
 
-CUresult serve_alloc(State& s, CUdeviceptr* dptr, std::size_t bytes) {
+using luma::core::trace::EntryPoint;
+
+CUresult serve_alloc(State& s, CUdeviceptr* dptr, std::size_t bytes, EntryPoint entry) {
   if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  CallScope scope(entry);
+  if (s.recorder.stack_depth() > 0) s.recorder.capture_stack();
   ContextEntry* e = current_entry(s);
   if (e == nullptr) return s.driver.mem_alloc(dptr, bytes);  // no context: the driver's error
   core::AllocResult r = e->allocator.allocate(bytes);
@@ -124,7 +132,7 @@ LUMA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   if (s.driver.mem_alloc == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   if (!s.serves()) return s.driver.mem_alloc(dptr, bytesize);
   try {
-    return serve_alloc(s, dptr, bytesize);
+    return serve_alloc(s, dptr, bytesize, EntryPoint::cuMemAlloc);
   } catch (...) {
     log_internal_error("cuMemAlloc_v2");
     return s.driver.mem_alloc(dptr, bytesize);
@@ -142,6 +150,7 @@ LUMA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   // A null pointer, or luma not serving: the driver's own answer.
   if (dptr == 0 || !s.serves()) return s.driver.mem_free(dptr);
   void* p = as_ptr(dptr);
+  CallScope scope(luma::core::trace::EntryPoint::cuMemFree);
   // Any context's allocator: a free may come from another thread with another device.
   for (std::size_t i = 0; i < s.contexts.size(); ++i) {
     switch (s.contexts.at(i)->allocator.free(p)) {
@@ -173,7 +182,7 @@ LUMA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t
   const std::size_t row = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
   if (height > SIZE_MAX / row) return CUDA_ERROR_OUT_OF_MEMORY;
   try {
-    CUresult r = serve_alloc(s, dptr, row * height);
+    CUresult r = serve_alloc(s, dptr, row * height, EntryPoint::cuMemAllocPitch);
     if (r == CUDA_SUCCESS) *pitch = row;
     return r;
   } catch (...) {

@@ -14,7 +14,9 @@
 // not its own (CUDA state does not survive fork); it forwards every call to the driver and
 // prints nothing, so it neither duplicates nor overwrites the parent's statistics. A child
 // forked before the parent touched CUDA starts with an empty state and is served (and
-// reports) like any process. exec'd children load luma afresh.
+// reports, and records its own trace) like any process. exec'd children load luma afresh.
+// The trace (LUMA_TRACE) is closed after the statistics; a child never touches the
+// parent's trace (trace_recorder.h).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -97,13 +99,19 @@ void print_stats_once() noexcept {
 }
 
 // Runs after every atexit handler (see the header comment); also on dlclose.
-[[gnu::destructor]] void at_unload() { print_stats_once(); }
+// The trace is closed after the statistics (which read only the allocators' counters).
+[[gnu::destructor]] void at_unload() {
+  print_stats_once();
+  if (State* s = state_if_ready()) s->recorder.close_at_exit();
+}
 
 }  // namespace
 
 void on_fork_child() noexcept {
   State* s = state_if_ready();
-  if (s != nullptr && s->contexts.size() > 0) s->inherited.store(true);
+  if (s == nullptr) return;
+  if (s->contexts.size() > 0) s->inherited.store(true);
+  s->recorder.detach_in_child();  // the parent's trace mapping is never written here
 }
 
 }  // namespace luma::shim

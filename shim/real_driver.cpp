@@ -85,6 +85,10 @@ bool load_real_driver(RealDriver& d) noexcept {
   resolve(d, "cuEventQuery", 2000, d.event_query);
   resolve(d, "cuEventSynchronize", 2000, d.event_synchronize);
   resolve(d, "cuEventDestroy", 4000, d.event_destroy);
+  resolve(d, "cuDeviceGetCount", 2000, d.device_get_count);
+  resolve(d, "cuDeviceGet", 2000, d.device_get);
+  resolve(d, "cuDeviceGetName", 2000, d.device_get_name);
+  resolve(d, "cuDeviceTotalMem", 3020, d.device_total_mem);
   return true;
 }
 

@@ -37,6 +37,11 @@ struct RealDriver {
   PFN_cuEventQuery event_query = nullptr;
   PFN_cuEventSynchronize event_synchronize = nullptr;
   PFN_cuEventDestroy_v2 event_destroy = nullptr;
+  // Optional: the devices named in a trace's header (absent ones leave the fields empty).
+  PFN_cuDeviceGetCount device_get_count = nullptr;
+  PFN_cuDeviceGet device_get = nullptr;
+  PFN_cuDeviceGetName device_get_name = nullptr;
+  PFN_cuDeviceTotalMem_v2 device_total_mem = nullptr;
 
   // True when everything luma needs to serve allocations was found.
   bool can_serve() const noexcept;

@@ -2,7 +2,10 @@
 // Must never throw out of read_settings for any input, nor print: the caller logs errors.
 #include "settings.h"
 
+#include "trace_path.h"
+
 #include <array>
+#include <charconv>
 #include <string_view>
 #include <utility>
 
@@ -130,6 +133,24 @@ LoadedSettings read_settings(const EnvLookup& getenv_fn) {
   }
   out.table.push_back({"LUMA_DISABLE", "0", s.disable ? "1" : "0",
                        "1: forward every call to the driver untouched, print nothing"});
+
+  if (const char* v = get("LUMA_TRACE")) s.trace = trace_pattern_from_setting(v);
+  out.table.push_back({"LUMA_TRACE", "", s.trace,
+                       "record every allocator event to this file; 1: luma.%e.%p.trace; %p pid, "
+                       "%h host, %r rank, %e executable, %% a percent sign"});
+
+  if (const char* v = get("LUMA_TRACE_STACKS")) {
+    const std::string_view text(v);
+    unsigned n = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc{} || end != text.data() + text.size() || n > kMaxTraceStacks)
+      bad("LUMA_TRACE_STACKS", v, "a number of frames 0.." + std::to_string(kMaxTraceStacks),
+          "0");
+    else
+      s.trace_stacks = n;
+  }
+  out.table.push_back({"LUMA_TRACE_STACKS", "0", std::to_string(s.trace_stacks),
+                       "with LUMA_TRACE: record up to N return addresses with each alloc"});
   return out;
 }
 

@@ -23,7 +23,12 @@ struct ShimSettings {
   LogLevel log_level = LogLevel::warn;
   std::string log_file;         // empty: stderr
   bool disable = false;         // LUMA_DISABLE: forward every call untouched
+  std::string trace;            // LUMA_TRACE: the trace file pattern; empty: no trace
+  unsigned trace_stacks = 0;    // LUMA_TRACE_STACKS: return addresses per alloc; 0: none
 };
+
+// The most return addresses LUMA_TRACE_STACKS may ask for (the trace format's limit).
+inline constexpr unsigned kMaxTraceStacks = 128;
 
 struct SettingRow {
   std::string name;

@@ -30,6 +30,7 @@ void initialise() noexcept {
     s->settings_text = core::format_settings(s->settings.core);
     init_logging(s->settings.log_level, s->settings.log_file);
     for (const std::string& e : loaded.errors) log().warn("{}", e);
+    s->recorder.configure(s->settings, s->settings_text);
   } catch (...) {
     s->settings = ShimSettings{};
   }

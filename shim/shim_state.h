@@ -13,6 +13,7 @@
 #include "real_driver.h"
 #include "settings.h"
 #include "stream_registry.h"
+#include "trace_recorder.h"
 
 namespace luma::shim {
 
@@ -29,6 +30,8 @@ struct State {
   bool serving = false;
   StreamRegistry streams;
   ContextTable contexts;
+  // LUMA_TRACE: the event trace (attached to each allocator as it is built).
+  TraceRecorder recorder;
   // Set in a child forked after the parent served CUDA: the parent's cache is not the
   // child's to use or report, so the child forwards everything and prints nothing.
   std::atomic<bool> inherited{false};

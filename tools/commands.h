@@ -21,5 +21,6 @@ struct ExitCode {
 void add_plan_command(CLI::App& app);
 void add_stats_command(CLI::App& app);   // stats_command.cpp (trace work)
 void add_export_command(CLI::App& app);  // export_command.cpp (trace work)
+void add_run_command(CLI::App& app);     // run_command.cpp: luma run
 
 }  // namespace luma::tools

@@ -14,6 +14,7 @@ constexpr Register kCommands[] = {
     luma::tools::add_plan_command,
     luma::tools::add_stats_command,
     luma::tools::add_export_command,
+    luma::tools::add_run_command,
 };
 
 }  // namespace

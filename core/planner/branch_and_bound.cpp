@@ -99,13 +99,10 @@ class Solver {
     for (std::size_t r = 0; r < m; ++r) rank_[order[r]] = static_cast<std::uint32_t>(r);
   }
 
-  // Searches for a packing within `capacity`. minimise: keep going after each packing with
-  // the capacity just below it, down to `floor_target` (the lower bound).
-  Outcome solve(std::uint64_t capacity, bool minimise, std::uint64_t floor_target,
-                std::uint64_t node_budget, Clock::time_point deadline) {
+  // Searches for a packing within `capacity`, within `node_budget` nodes (0: no limit)
+  // and `deadline`.
+  Outcome solve(std::uint64_t capacity, std::uint64_t node_budget, Clock::time_point deadline) {
     cap_ = capacity;
-    minimise_ = minimise;
-    target_ = floor_target;
     budget_ = node_budget;
     deadline_ = deadline;
     limit_hit_ = false;
@@ -120,6 +117,9 @@ class Solver {
     placed_.assign(m, 0);
     floor_.assign(sections_, 0);
     total_ = total0_;
+    witness_.assign(sections_, 0);
+    for (std::size_t sec = 0; sec < sections_; ++sec)
+      if (!members_[sec].empty()) witness_[sec] = members_[sec].front();
     // cuts_[b]: unplaced buffers spanning the boundary between sections b and b + 1.
     cuts_.assign(sections_, 0);
     for (std::size_t k = 0; k < m; ++k)
@@ -129,17 +129,10 @@ class Solver {
     std::iota(all.buffers.begin(), all.buffers.end(), 0u);
     all.first = 0;
     all.last = static_cast<std::uint32_t>(sections_);
-    Result r;
-    if (minimise_) {
-      r = dfs(all, 0, 0, 0, 0);
-    } else {
-      std::vector<std::uint32_t> points;
-      for (std::uint32_t b = 0; b + 1 < sections_; ++b)
-        if (cuts_[b] == 0) points.push_back(b + 1);
-      r = solve_parts(all, points, 0);
-      if (r == Result::success) record(arena_of_offsets());
-    }
-    (void)r;
+    std::vector<std::uint32_t> points;  // the input may fall apart from the start
+    for (std::uint32_t b = 0; b + 1 < sections_; ++b)
+      if (cuts_[b] == 0) points.push_back(b + 1);
+    if (solve_parts(all, points, 0) == Result::success) record(arena_of_offsets());
     if (found_) return Outcome::found;  // the caller reads best_offsets()
     return limit_hit_ ? Outcome::limit : Outcome::exhausted;
   }
@@ -159,11 +152,11 @@ class Solver {
   };
   enum class Result { fail, success, stop };
 
-  // Decision mode, after cuts at `points` (sorted, inside the part) fell to zero: the
+  // After cuts at `points` (sorted, inside the part) fell to zero: the
   // pieces are independent, so each is searched on its own, and one that cannot be packed
   // fails the whole branch without retrying the others (dynamic decomposition).
   Result solve_parts(const Part& part, const std::vector<std::uint32_t>& points, std::size_t depth) {
-    if (points.empty()) return dfs(part, 0, 0, depth, 0);
+    if (points.empty()) return dfs(part, 0, 0, depth);
     std::uint32_t from = part.first;
     for (std::size_t k = 0; k <= points.size(); ++k) {
       Part piece;
@@ -173,14 +166,13 @@ class Solver {
       for (std::uint32_t b : part.buffers)
         if (!placed_[b] && lo_[b] < piece.last && hi_[b] > piece.first) piece.buffers.push_back(b);
       if (piece.buffers.empty()) continue;
-      Result r = dfs(piece, 0, 0, depth, 0);
+      Result r = dfs(piece, 0, 0, depth);
       if (r != Result::success) return r;
     }
     return Result::success;
   }
 
-  Result dfs(const Part& part, std::uint64_t last_off, std::uint32_t last_rank, std::size_t depth,
-             std::uint64_t top) {
+  Result dfs(const Part& part, std::uint64_t last_off, std::uint32_t last_rank, std::size_t depth) {
     ++nodes_;
     if (budget_ != 0 && --budget_ == 0) return stop_for_limit();
     if ((nodes_ & 255) == 0 && Clock::now() >= deadline_) return stop_for_limit();
@@ -189,8 +181,7 @@ class Solver {
     for (std::uint32_t k : part.buffers)
       if (!placed_[k]) min_height = std::min(min_height, min_off_[k] + size_[k]);
     if (min_height == ~std::uint64_t{0}) {  // all placed
-      if (!minimise_) return Result::success;
-      return record(top) ? Result::success : Result::fail;
+      return Result::success;
     }
     // depth <= placed buffers <= m: scratch_ (m + 1 lists) is never resized, as the
     // callers up the stack hold references into it.
@@ -217,23 +208,22 @@ class Solver {
         floor_[s] = height;
         total_[s] -= size_[c];
       }
+      bool hatless = true;  // no unplaced buffer overlaps c: nothing can ever sit on it
       for (std::uint32_t j : overlaps_[c]) {
-        if (placed_[j] || min_off_[j] >= height) continue;
+        if (placed_[j]) continue;
+        hatless = false;
+        if (min_off_[j] >= height) continue;
         off_undo_.push_back({j, min_off_[j]});
         min_off_[j] = align_up(height, align_[j]);
       }
       Result r = Result::fail;
       if (feasible(part, off)) {
-        if (minimise_) {
-          r = dfs(part, off, rank_[c], depth + 1, std::max(top, height));
-        } else {
-          std::vector<std::uint32_t> points;
-          for (std::uint32_t b = lo_[c]; b + 1 < hi_[c]; ++b)
-            if (--cuts_[b] == 0 && b + 1 > part.first && b + 1 < part.last) points.push_back(b + 1);
-          r = points.empty() ? dfs(part, off, rank_[c], depth + 1, 0)
-                             : solve_parts(part, points, depth + 1);
-          for (std::uint32_t b = lo_[c]; b + 1 < hi_[c]; ++b) ++cuts_[b];
-        }
+        std::vector<std::uint32_t> points;
+        for (std::uint32_t b = lo_[c]; b + 1 < hi_[c]; ++b)
+          if (--cuts_[b] == 0 && b + 1 > part.first && b + 1 < part.last) points.push_back(b + 1);
+        r = points.empty() ? dfs(part, off, rank_[c], depth + 1)
+                           : solve_parts(part, points, depth + 1);
+        for (std::uint32_t b = lo_[c]; b + 1 < hi_[c]; ++b) ++cuts_[b];
       }
       while (floor_undo_.size() > floor_mark) {
         floor_[floor_undo_.back().first] = floor_undo_.back().second;
@@ -246,6 +236,9 @@ class Solver {
       for (std::uint32_t s = lo_[c]; s < hi_[c]; ++s) total_[s] += size_[c];
       placed_[c] = 0;
       if (r != Result::fail) return r;
+      // Hatless pruning: c constrains no unplaced buffer, so the rest failed without any
+      // help from it; placing another buffer first cannot make it succeed.
+      if (hatless) break;
     }
     return Result::fail;
   }
@@ -273,18 +266,23 @@ class Solver {
       if (total_[s] > cap_) return false;
       const std::uint64_t room = cap_ - total_[s];  // the highest floor that still fits
       if (std::max(off, floor_[s]) > room) return false;
-      bool any = false;
-      for (std::uint32_t k : members_[s])
-        if (!placed_[k] && min_off_[k] <= room) {
-          any = true;
-          break;
-        }
-      if (!any) return false;
+      // The member found last time usually still qualifies: a hint, never undone.
+      std::uint32_t w = witness_[s];
+      if (placed_[w] || min_off_[w] > room) {
+        bool any = false;
+        for (std::uint32_t k : members_[s])
+          if (!placed_[k] && min_off_[k] <= room) {
+            witness_[s] = k;
+            any = true;
+            break;
+          }
+        if (!any) return false;
+      }
     }
     return true;
   }
 
-  // In decision mode offset_ holds the packing when the search succeeds: every buffer's
+  // offset_ holds the packing when the search succeeds: every buffer's
   // last placement is the one on the successful path.
   std::uint64_t arena_of_offsets() const {
     std::uint64_t top = 0;
@@ -292,16 +290,13 @@ class Solver {
     return top;
   }
 
-  bool record(std::uint64_t top) {
+  void record(std::uint64_t top) {
     if (best_.empty() || top < best_arena_) {
       best_arena_ = top;
       best_.assign(lt_.size(), 0);
       for (std::size_t k = 0; k < input_.size(); ++k) best_[input_[k]] = offset_[k];
     }
     found_ = true;
-    if (!minimise_ || top <= target_) return true;
-    cap_ = top - 1;  // only strictly smaller packings are worth finding now
-    return false;
   }
 
   Result stop_for_limit() {
@@ -319,9 +314,10 @@ class Solver {
   std::vector<std::uint64_t> min_off_, offset_, floor_, total_;
   std::vector<std::uint8_t> placed_;
   std::vector<std::uint32_t> cuts_;
+  mutable std::vector<std::uint32_t> witness_;  // per section: a member that kept it feasible
   std::vector<std::pair<std::uint32_t, std::uint64_t>> off_undo_, floor_undo_;
-  std::uint64_t cap_ = 0, target_ = 0, budget_ = 0, nodes_ = 0;
-  bool minimise_ = false, limit_hit_ = false, found_ = false;
+  std::uint64_t cap_ = 0, budget_ = 0, nodes_ = 0;
+  bool limit_hit_ = false, found_ = false;
   Clock::time_point deadline_;
   // Best packing found.
   std::vector<std::uint64_t> best_;
@@ -362,46 +358,51 @@ BranchAndBoundResult branch_and_bound(const std::vector<Lifetime>& lifetimes,
   // Restarts: each static order with a node budget that doubles every round, so one bad
   // early choice costs little (MiniMalloc's round robin).
   const std::uint64_t first_budget = std::max<std::uint64_t>(2 * lifetimes.size(), 64);
+  // Is there a packing within `capacity`? Restarts over the orders until `until`.
+  auto decide = [&](std::uint64_t capacity, Clock::time_point until) -> Outcome {
+    for (std::uint64_t budget = first_budget;; budget *= 2)
+      for (int order = 0; order < kOrderCount; ++order) {
+        if (Clock::now() >= until || out_of_time()) return Outcome::limit;
+        solver.set_order(order);
+        Outcome o = solver.solve(capacity, spend(budget), until);
+        if (o != Outcome::limit) return o;
+      }
+  };
   // Phase 1: a packing at the lower bound, with part of the time (these inputs often pack
-  // perfectly, and the decision search is much faster than minimising).
+  // perfectly).
   const auto phase1_end = t0 + std::chrono::duration_cast<Clock::duration>(
                                    (end - t0) * planner::kBranchAndBoundDecisionShare);
-  bool lb_impossible = false;
-  for (std::uint64_t budget = first_budget; !lb_impossible && Clock::now() < phase1_end && !out_of_time();
-       budget *= 2) {
-    for (int order = 0; order < kOrderCount && Clock::now() < phase1_end && !out_of_time(); ++order) {
-      solver.set_order(order);
-      Outcome o = solver.solve(lower_bound, false, lower_bound, spend(budget), phase1_end);
-      if (o == Outcome::found) {
-        take();
-        result.proven_optimal = true;
-        result.nodes = solver.nodes();
-        return result;
-      }
-      if (o == Outcome::exhausted) {
-        lb_impossible = true;  // the whole tree was searched
-        break;
-      }
+  // With a node budget the same share of it goes to the first phase.
+  const std::uint64_t phase2_nodes =
+      max_nodes - static_cast<std::uint64_t>(static_cast<double>(max_nodes) *
+                                             planner::kBranchAndBoundDecisionShare);
+  nodes_left = max_nodes - phase2_nodes;
+  Outcome at_lb = decide(lower_bound, phase1_end);
+  nodes_left = phase2_nodes;
+  if (at_lb == Outcome::found) {
+    take();
+    result.proven_optimal = true;
+    result.nodes = solver.nodes();
+    return result;
+  }
+  // Phase 2: bisect between the largest capacity known to fail and the best arena; each
+  // question gets a share of the time left so one hard capacity cannot eat it all.
+  std::uint64_t lo = lower_bound + 1, hi = best;  // answer in [lo, hi]; hi is feasible
+  bool lo_proven = at_lb == Outcome::exhausted;
+  while (lo < hi && !out_of_time()) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    const auto now = Clock::now();
+    Outcome o = decide(mid, now + std::chrono::duration_cast<Clock::duration>(
+                                       (end - now) * planner::kBranchAndBoundBisectShare));
+    if (o == Outcome::found) {
+      take();
+      hi = best;
+    } else {
+      if (o == Outcome::limit) lo_proven = false;
+      lo = mid + 1;
     }
   }
-  // Phase 2: minimise below the best arena known until the time is up.
-  for (std::uint64_t budget = first_budget; !out_of_time(); budget *= 2) {
-    bool proven = false;
-    for (int order = 0; order < kOrderCount && !out_of_time(); ++order) {
-      solver.set_order(order);
-      Outcome o = solver.solve(best - 1, true, lower_bound, spend(budget), end);
-      if (o == Outcome::found) take();
-      if (!solver.limit_hit()) {
-        // Searched to the end (or down to the bound): nothing below `best` exists.
-        proven = true;
-        break;
-      }
-    }
-    if (proven) {
-      result.proven_optimal = true;
-      break;
-    }
-  }
+  result.proven_optimal = result.plan.has_value() && lo_proven && lo >= hi;
   result.nodes = solver.nodes();
   return result;
 }

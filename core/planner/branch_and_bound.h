@@ -9,9 +9,11 @@
 // each section keeps a floor (no later buffer goes below it: the last top placed there, the
 // lowest offset of its unplaced buffers, the last offset placed) and the bytes still to
 // place in it; a node is cut when some floor + bytes left exceeds the capacity.
-// The driver first asks for a packing at the lower bound (restarts over three static
-// orders with doubling node budgets, as MiniMalloc does), then minimises from the best
-// arena known, lowering the capacity each time a packing is found.
+// When no unplaced buffer crosses a section boundary, each side is searched on its own
+// (dynamic decomposition); a buffer nothing unplaced overlaps ends its sibling loop when it
+// fails (hatless pruning). The driver first asks for a packing at the lower bound
+// (restarts over three static orders with doubling node budgets, as MiniMalloc does),
+// then bisects the capacity between the lower bound and the best arena known.
 // Deterministic apart from where the time limit cuts it; never returns a worse plan.
 #pragma once
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "planner/offset_buckets.h"
 #include "planner/overlap_index.h"
 #include "planner/planner_constants.h"
 
@@ -59,6 +60,21 @@ Plan place_in_order(const std::vector<Lifetime>& lifetimes,
                     const std::vector<std::uint32_t>& order, Fit fit) {
   Plan plan;
   plan.offsets.assign(lifetimes.size(), 0);
+  // Time buckets hand over the overlapping buffers already in offset order; inputs whose
+  // lifetimes would fill too many buckets use the overlap tree and a sort per buffer.
+  OffsetBuckets buckets(lifetimes);
+  if (buckets.worth_it()) {
+    for (std::uint32_t i : order) {
+      const Lifetime& lt = lifetimes[i];
+      GapScan scan(lt.size, lt.alignment, fit);
+      buckets.for_each_overlap(lt.lower, lt.upper,
+                               [&](std::uint64_t off, std::uint64_t end) { scan.add(off, end); });
+      plan.offsets[i] = scan.result();
+      buckets.insert(lt, plan.offsets[i]);
+    }
+    plan.arena = arena_of(lifetimes, plan.offsets);
+    return plan;
+  }
   OverlapIndex index(lifetimes);
   std::vector<std::uint32_t> hits;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> busy;

@@ -6,6 +6,7 @@
 
 #include "planner/csv_reader.h"
 #include "planner/rmm_log_reader.h"
+#include "planner/trace_lifetime_reader.h"
 
 namespace luma::core {
 
@@ -13,6 +14,7 @@ std::vector<std::unique_ptr<LifetimeReader>> builtin_readers() {
   std::vector<std::unique_ptr<LifetimeReader>> readers;
   readers.push_back(std::make_unique<PlannerCsvReader>());
   readers.push_back(std::make_unique<RmmLogReader>());
+  readers.push_back(std::make_unique<TraceLifetimeReader>());
   return readers;
 }
 

@@ -36,7 +36,7 @@ class LifetimeReader {
 
 inline constexpr std::size_t kHeadBytes = 4096;
 
-// The readers built into core: planner CSV and RMM log.
+// The readers built into core: planner CSV, RMM log and luma trace.
 std::vector<std::unique_ptr<LifetimeReader>> builtin_readers();
 
 // Detects the format of `path` among `readers` and reads it. Throws PlanInputError when

@@ -52,7 +52,8 @@ PlanReport plan_lifetimes(const std::vector<Lifetime>& lifetimes, Strategy strat
       // over orders otherwise.
       if (lifetimes.size() <= planner::kBranchAndBoundMaxBuffers) {
         BranchAndBoundResult r =
-            branch_and_bound(lifetimes, report.lower_bound, start.arena, search.time_limit_seconds);
+            branch_and_bound(lifetimes, report.lower_bound, start.arena,
+                             search.time_limit_seconds, search.max_iterations);
         report.search_iterations = r.nodes;
         if (r.plan) {
           r.plan->strategy = r.proven_optimal ? "branch-and-bound (optimal)" : "branch-and-bound";

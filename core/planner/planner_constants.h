@@ -32,9 +32,16 @@ inline constexpr std::size_t kBranchAndBoundMaxOverlaps = std::size_t{1} << 22;
 // from the best arena known: inputs that pack perfectly are found fast by the decision
 // search, and the rest still get the remaining time.
 inline constexpr double kBranchAndBoundDecisionShare = 0.5;
+// Then it bisects the capacity; each question gets this share of the time left, so a
+// capacity too hard to decide costs a bounded part and the bisection moves on (upwards).
+inline constexpr double kBranchAndBoundBisectShare = 0.34;
 // Above this many buffers the greedy runs only by-size best fit instead of all eight
 // ordering x fit variants (each is a full placement, seconds at 10^6 buffers).
 inline constexpr std::size_t kGreedyAllOrdersMaxBuffers = 100000;
+// The greedy's time buckets keep one entry per (buffer, bucket touched); with the bucket
+// width at the median lifetime most buffers touch 2-3. Inputs that would need more entries
+// than this per buffer (many long lifetimes) use the overlap tree instead.
+inline constexpr std::uint64_t kBucketEntriesPerBuffer = 8;
 // The search's pseudo-random generator is seeded with this so a run is reproducible.
 inline constexpr std::uint64_t kSearchSeed = 0x6c756d61;  // "luma"
 

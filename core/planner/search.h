@@ -20,7 +20,7 @@ namespace luma::core {
 struct SearchOptions {
   double time_limit_seconds = 1.5;
   std::uint64_t seed = 0;
-  std::uint64_t max_iterations = 0;  // 0: no limit but the time
+  std::uint64_t max_iterations = 0;  // 0: no limit but the time (branch and bound: nodes)
 };
 
 struct SearchResult {

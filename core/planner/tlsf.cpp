@@ -65,7 +65,7 @@ std::uint32_t Tlsf::new_block(std::uint64_t offset, std::uint64_t size) {
     blocks_.emplace_back();
   }
   blocks_[b] = Block{offset, size, kNil, kNil, kNil, kNil, true};
-  by_offset_[offset] = b;
+  by_offset_.set(offset, b);
   return b;
 }
 
@@ -171,9 +171,8 @@ void Tlsf::free(std::uint64_t offset) {
                      "TLSF: free of unknown offset " + std::to_string(offset));
   };
   if (offset < base_) throw unknown();
-  auto it = by_offset_.find(offset - base_);
-  if (it == by_offset_.end()) throw unknown();
-  std::uint32_t b = it->second;
+  std::uint32_t b = by_offset_.find(offset - base_);
+  if (b == OffsetMap::kEmpty) throw unknown();
   if (blocks_[b].is_free)
     throw TlsfError(TlsfError::Kind::double_free, offset,
                     "TLSF: double free at offset " + std::to_string(offset));
@@ -215,12 +214,12 @@ std::vector<std::string> Tlsf::check() const {
   std::size_t chain = 0, free_blocks = 0;
   std::uint64_t expect = 0;
   if (size_ > 0) {
-    auto first = by_offset_.find(0);
-    if (first == by_offset_.end()) {
+    std::uint32_t first = by_offset_.find(0);
+    if (first == OffsetMap::kEmpty) {
       bad.push_back("no block starts at offset 0");
     } else {
       std::uint32_t prev = kNil;
-      for (std::uint32_t b = first->second; b != kNil; b = blocks_[b].phys_next) {
+      for (std::uint32_t b = first; b != kNil; b = blocks_[b].phys_next) {
         const Block& blk = blocks_[b];
         if (++chain > blocks_.size()) {
           bad.push_back("the address chain has a cycle");
@@ -231,8 +230,7 @@ std::vector<std::string> Tlsf::check() const {
         if (blk.phys_prev != prev) bad.push_back("wrong previous-neighbour link" + at(blk.offset));
         if (prev != kNil && blocks_[prev].is_free && blk.is_free)
           bad.push_back("two adjacent free blocks were not merged" + at(blk.offset));
-        auto it = by_offset_.find(blk.offset);
-        if (it == by_offset_.end() || it->second != b)
+        if (by_offset_.find(blk.offset) != b)
           bad.push_back("block missing from the offset map" + at(blk.offset));
         if (blk.is_free) {
           ++free_blocks;

@@ -12,8 +12,9 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <vector>
+
+#include "planner/offset_map.h"
 
 namespace luma::core {
 
@@ -90,7 +91,7 @@ class Tlsf {
   std::vector<std::uint32_t> head_, tail_;  // per bucket: [l1 * slots_ + l2]
   std::vector<std::uint64_t> l2_bitmap_;    // per l1: which l2 buckets are non-empty
   std::uint64_t l1_bitmap_ = 0;             // which l1 rows have a non-empty bucket
-  std::unordered_map<std::uint64_t, std::uint32_t> by_offset_;  // block start -> block
+  OffsetMap by_offset_;  // block start -> block
   std::uint64_t peak_used_ = 0;
 };
 

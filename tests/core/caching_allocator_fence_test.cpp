@@ -1,8 +1,13 @@
-// caching_allocator_fence_test.cpp - stream safety through the Device fences: a block freed
-// while work may still use it is pending (active, never reused) until its fence is done;
-// the allocator polls fences at each allocate, waits on the oldest one rather than grow,
-// and gives every fence token back exactly once.
+// caching_allocator_fence_test.cpp - stream safety through the Device fences: a freed block
+// is pending (active, never reused) until a fence recorded after its free is done. Frees
+// collect into an epoch that one fence covers, closed when an allocation needs it, at its
+// bound, or by empty_cache / the OOM path; closed epochs are polled at each allocate and
+// waited on, oldest first, rather than grow; every fence token is released exactly once;
+// an idle device (kNoFence) frees the epoch at once.
 #include "caching_allocator.h"
+
+#include <map>
+#include <random>
 
 #include <gtest/gtest.h>
 
@@ -21,18 +26,36 @@ class FenceTest : public ::testing::Test {
   HostDevice dev;
 };
 
-TEST_F(FenceTest, PendingBlockIsNotReusedBeforeItsFenceIsDone) {
+AllocatorOptions epoch_of(std::size_t blocks) {
+  AllocatorOptions o;
+  o.epoch_max_blocks = blocks;
+  return o;
+}
+
+TEST_F(FenceTest, AFreeCallsNoDeviceAndItsBlockIsNotReusedWhileTheEpochIsOpen) {
   CachingAllocator a(dev, 0);
+  void* p = must_alloc(a, 1024);
+  ASSERT_EQ(a.free(p), FreeStatus::ok);
+  EXPECT_EQ(dev.record_calls(), 0u);  // batched: the free only joins the open epoch
+  LUMA_ASSERT_CLEAN(a);
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(s.allocation.all.current, 0);  // the program no longer holds it ...
+  EXPECT_EQ(s.active.all.current, 1);      // ... but it is still active
+  EXPECT_FALSE(a.owns(p));
+  void* q = must_alloc(a, 1024);  // the segment's tail fits: no fence, and never p
+  EXPECT_NE(q, p);
+  EXPECT_EQ(dev.record_calls(), 0u);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST_F(FenceTest, PendingBlockIsNotReusedBeforeItsFenceIsDone) {
+  CachingAllocator a(dev, 0, epoch_of(1));  // every free closes its epoch at once
   void* p = must_alloc(a, 1024);
   void* sep = must_alloc(a, 1024);
   ASSERT_EQ(a.free(p), FreeStatus::ok);
+  EXPECT_EQ(dev.fences_recorded(), 1u);
   LUMA_ASSERT_CLEAN(a);
-  DeviceStats s = a.stats();
-  EXPECT_EQ(s.allocation.all.current, 1);  // the program no longer holds it ...
-  EXPECT_EQ(s.active.all.current, 2);      // ... but it is still active
-  EXPECT_EQ(s.active_bytes.all.current, 2048);
-  EXPECT_FALSE(a.owns(p));
-  void* q = must_alloc(a, 1024);  // the tail fits: no wait, and never p
+  void* q = must_alloc(a, 1024);  // fence 1 polled, not done: the tail, never p
   EXPECT_NE(q, p);
   EXPECT_TRUE(dev.fences_waited().empty());
   LUMA_ASSERT_CLEAN(a);
@@ -54,18 +77,68 @@ TEST_F(FenceTest, FreeOfAPendingBlockIsInvalid) {
   LUMA_EXPECT_CLEAN(a);
 }
 
-TEST_F(FenceTest, WaitsOnTheOldestFenceInsteadOfGrowing) {
+TEST_F(FenceTest, OneFenceCoversAWholeEpoch) {
   CachingAllocator a(dev, 0);
+  RecordingSink sink;
+  a.set_event_sink(&sink);
+  void* p = must_alloc(a, 512 * KiB);  // four blocks fill one 2 MiB small segment
+  void* q = must_alloc(a, 512 * KiB);
+  void* r = must_alloc(a, 512 * KiB);
+  void* keep = must_alloc(a, 512 * KiB);
+  for (void* x : {p, q, r}) ASSERT_EQ(a.free(x), FreeStatus::ok);
+  EXPECT_EQ(dev.record_calls(), 0u);
+  void* big = must_alloc(a, 1 * MiB);  // only the epoch can provide: close, wait, reuse
+  EXPECT_EQ(big, p);                        // p, q and r merged back into one block
+  EXPECT_EQ(dev.fences_recorded(), 1u);
+  EXPECT_EQ(dev.fences_waited(), (std::vector<Fence>{1}));
+  EXPECT_EQ(dev.fences_released(), 1u);
+  EXPECT_EQ(dev.reserve_calls(), 1u);
+  EXPECT_EQ(sink.count(EventKind::free_completed), 3u);
+  LUMA_EXPECT_CLEAN(a);
+  (void)keep;
+}
+
+TEST_F(FenceTest, TheEpochClosesAtItsBlockAndByteBounds) {
+  {
+    CachingAllocator a(dev, 0, epoch_of(4));
+    std::vector<void*> v;
+    for (int i = 0; i < 7; ++i) v.push_back(must_alloc(a, 4096));
+    for (void* x : v) ASSERT_EQ(a.free(x), FreeStatus::ok);
+    EXPECT_EQ(dev.fences_recorded(), 1u);  // 4 closed it; 3 wait in the next
+    LUMA_EXPECT_CLEAN(a);
+  }
+  AllocatorOptions o;
+  o.epoch_max_bytes = 1 * MiB;
+  CachingAllocator b(dev, 0, o);
+  void* small = must_alloc(b, 4096);
+  ASSERT_EQ(b.free(small), FreeStatus::ok);
+  EXPECT_EQ(dev.fences_recorded(), 1u);  // still open
+  void* big = must_alloc(b, 1 * MiB);
+  ASSERT_EQ(b.free(big), FreeStatus::ok);  // 1 MiB + 4 KiB >= the bound
+  EXPECT_EQ(dev.fences_recorded(), 2u);
+  LUMA_EXPECT_CLEAN(b);
+}
+
+TEST_F(FenceTest, PerFreeDevicesGetAFenceAtEveryFree) {
+  dev.set_fence_mode(FenceMode::per_free);
+  CachingAllocator a(dev, 0);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(a.free(must_alloc(a, 4096)), FreeStatus::ok);
+  EXPECT_EQ(dev.fences_recorded(), 3u);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST_F(FenceTest, WaitsOnTheOldestFenceInsteadOfGrowing) {
+  CachingAllocator a(dev, 0, epoch_of(1));
   RecordingSink sink;
   a.set_event_sink(&sink);
   void* p = must_alloc(a, 1 * MiB);  // two blocks fill one 2 MiB small segment
   void* q = must_alloc(a, 1 * MiB);
-  ASSERT_EQ(a.free(p), FreeStatus::ok);  // fence 1
-  ASSERT_EQ(a.free(q), FreeStatus::ok);  // fence 2
+  ASSERT_EQ(a.free(p), FreeStatus::ok);  // epoch 1, fence 1
+  ASSERT_EQ(a.free(q), FreeStatus::ok);  // epoch 2, fence 2
   LUMA_ASSERT_CLEAN(a);
   void* r = must_alloc(a, 1 * MiB);
   EXPECT_EQ(r, p);
-  EXPECT_EQ(dev.fences_waited(), (std::vector<Fence>{1}));
+  EXPECT_EQ(dev.fences_waited(), (std::vector<Fence>{1}));  // the oldest only
   EXPECT_EQ(dev.reserve_calls(), 1u);
   EXPECT_EQ(a.stats().num_fence_waits, 1u);
   EXPECT_EQ(sink.count(EventKind::free_completed), 1u);
@@ -88,17 +161,20 @@ TEST_F(FenceTest, WaitsOnlyForItsOwnPool) {
   must_alloc(a, 1 * MiB);                    // small pool: nothing of its own to wait for
   must_alloc(a, 1 * MiB);
   must_alloc(a, 1 * MiB);
+  EXPECT_EQ(dev.record_calls(), 0u);  // the epoch is not even closed for them
   EXPECT_TRUE(dev.fences_waited().empty());
   EXPECT_EQ(dev.reserve_calls(), 3u);
   LUMA_EXPECT_CLEAN(a);
 }
 
-TEST_F(FenceTest, EmptyCacheWaitsForPendingBlocksFirst) {
+TEST_F(FenceTest, EmptyCacheClosesAndWaitsTheEpochFirst) {
   CachingAllocator a(dev, 0);
   void* p = must_alloc(a, 4096);
-  ASSERT_EQ(a.free(p), FreeStatus::ok);
+  ASSERT_EQ(a.free(p), FreeStatus::ok);  // open epoch, no fence yet
   EXPECT_EQ(a.empty_cache(), 2 * MiB);
+  EXPECT_EQ(dev.fences_recorded(), 1u);
   EXPECT_EQ(dev.fences_waited(), (std::vector<Fence>{1}));
+  EXPECT_EQ(dev.fences_released(), 1u);
   EXPECT_EQ(dev.in_use(), 0u);
   EXPECT_EQ(a.stats().active.all.current, 0);
   LUMA_EXPECT_CLEAN(a);
@@ -106,7 +182,7 @@ TEST_F(FenceTest, EmptyCacheWaitsForPendingBlocksFirst) {
 
 TEST_F(FenceTest, EveryFenceIsReleasedExactlyOnce) {
   {
-    CachingAllocator a(dev, 0);
+    CachingAllocator a(dev, 0, epoch_of(2));
     std::vector<void*> live;
     for (int round = 0; round < 50; ++round) {
       for (int i = 0; i < 8; ++i) live.push_back(must_alloc(a, static_cast<std::size_t>(512 + 1000 * i)));
@@ -123,19 +199,147 @@ TEST_F(FenceTest, EveryFenceIsReleasedExactlyOnce) {
     EXPECT_LT(dev.fences_released(), dev.fences_recorded());  // some are still pending
   }  // the destructor gives back those still pending
   EXPECT_EQ(dev.fences_released(), dev.fences_recorded());
-  EXPECT_GT(dev.fences_recorded(), 200u);
+  EXPECT_GT(dev.fences_recorded(), 100u);
   EXPECT_EQ(dev.contract_violations(), 0u);
 }
 
-TEST_F(FenceTest, NoFenceMeansReusableAtOnce) {
+TEST_F(FenceTest, TightLoopCostsAtMostOneFencePerPair) {
+  CachingAllocator a(dev, 0);
+  constexpr int kPairs = 2000;
+  for (int i = 0; i < kPairs; ++i) ASSERT_EQ(a.free(must_alloc(a, 64 * KiB)), FreeStatus::ok);
+  EXPECT_LE(dev.record_calls(), static_cast<std::uint64_t>(kPairs));
+  EXPECT_GT(dev.fences_recorded(), 0u);   // the device is busy: real fences ...
+  EXPECT_EQ(dev.reserve_calls(), 1u);     // ... waited on rather than grow
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST_F(FenceTest, AnIdleDeviceRecordsNoFenceAndBlocksAreReusedAtOnce) {
+  dev.set_idle(true);
+  CachingAllocator a(dev, 0, epoch_of(1));
+  void* p = must_alloc(a, 1024);
+  ASSERT_EQ(a.free(p), FreeStatus::ok);  // closed at once, and kNoFence: free now
+  EXPECT_EQ(a.stats().active.all.current, 0);
+  EXPECT_EQ(must_alloc(a, 1024), p);
+  EXPECT_EQ(dev.fences_recorded(), 0u);
+  LUMA_ASSERT_CLEAN(a);
+  CachingAllocator b(dev, 0);  // default bound: a tight loop on an idle device
+  for (int i = 0; i < 2000; ++i) ASSERT_EQ(b.free(must_alloc(b, 64 * KiB)), FreeStatus::ok);
+  EXPECT_EQ(dev.fences_recorded(), 0u);
+  EXPECT_EQ(dev.contract_violations(), 0u);
+  LUMA_EXPECT_CLEAN(b);
+}
+
+TEST_F(FenceTest, NoFenceModeMeansReusableAtOnce) {
   dev.set_fences(false);
   CachingAllocator a(dev, 0);
   void* p = must_alloc(a, 1024);
   ASSERT_EQ(a.free(p), FreeStatus::ok);
   EXPECT_EQ(a.stats().active.all.current, 0);
   EXPECT_EQ(must_alloc(a, 1024), p);
-  EXPECT_EQ(dev.fences_recorded(), 0u);
+  EXPECT_EQ(dev.record_calls(), 0u);
   LUMA_EXPECT_CLEAN(a);
+}
+
+// The hazard rule itself, on random traffic: a device that keeps a clock, and a sink that
+// checks every allocation against every earlier free of overlapping bytes: some fence
+// recorded after that free (or a kNoFence answer after it) must be done by then.
+class ClockDevice final : public Device {
+ public:
+  explicit ClockDevice(std::mt19937_64& rng) : rng_(rng) {}
+  void* reserve(std::size_t bytes) noexcept override { return host_.reserve(bytes); }
+  bool release(void* base, std::size_t bytes) noexcept override { return host_.release(base, bytes); }
+  FenceMode fence_mode() const noexcept override { return FenceMode::batched; }
+  Fence record_fence() noexcept override {
+    const std::uint64_t now = ++clock;
+    if (rng_() % 4 == 0) {  // sometimes idle
+      safe_before = now;
+      return kNoFence;
+    }
+    recorded_at[next_] = now;
+    return next_++;
+  }
+  bool fence_done(Fence f) noexcept override {
+    if (rng_() % 3 != 0) return false;  // completes at random times, possibly out of order
+    done(f);
+    return true;
+  }
+  void fence_wait(Fence f) noexcept override { done(f); }
+  void fence_release(Fence f) noexcept override { released += recorded_at.erase(f); }
+
+  std::uint64_t clock = 0;
+  std::uint64_t safe_before = 0;  // every free before this clock value is covered by done work
+  std::map<Fence, std::uint64_t> recorded_at;
+  std::uint64_t released = 0;
+
+ private:
+  void done(Fence f) {
+    auto it = recorded_at.find(f);
+    if (it != recorded_at.end()) safe_before = std::max(safe_before, it->second);
+  }
+  std::mt19937_64& rng_;
+  HostDevice host_;
+  Fence next_ = 1;
+};
+
+class HazardSink final : public EventSink {
+ public:
+  explicit HazardSink(ClockDevice& d) : dev_(d) {}
+  void on_event(const Event& e) noexcept override {
+    if (e.kind == EventKind::free_requested) freed_[e.address] = {e.size, ++dev_.clock};
+    if (e.kind != EventKind::alloc) return;
+    // Every earlier free overlapping [address, address + size) must be covered.
+    auto it = freed_.upper_bound(e.address);
+    if (it != freed_.begin()) --it;
+    while (it != freed_.end() && it->first < e.address + e.size) {
+      if (it->first + it->second.size > e.address) {
+        if (it->second.at >= dev_.safe_before) ++violations;
+        it = freed_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  int violations = 0;
+
+ private:
+  struct Freed {
+    std::uint64_t size;
+    std::uint64_t at;
+  };
+  ClockDevice& dev_;
+  std::map<std::uint64_t, Freed> freed_;
+};
+
+TEST(FenceHazard, NoBlockIsHandedOutBeforeAFenceAfterItsFreeIsDone) {
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    std::mt19937_64 rng(seed);
+    ClockDevice dev(rng);
+    HazardSink sink(dev);
+    {
+      AllocatorOptions o;
+      o.epoch_max_blocks = 1 + seed * 3;
+      CachingAllocator a(dev, 0, o);
+      a.set_event_sink(&sink);
+      std::vector<void*> live;
+      for (int step = 0; step < 3000; ++step) {
+        if (live.size() < 40 && rng() % 2 == 0) {
+          const std::size_t n = rng() % 8 == 0 ? 1 + rng() % (3 * MiB) : 1 + rng() % (64 * KiB);
+          live.push_back(must_alloc(a, n));
+        } else if (!live.empty()) {
+          const std::size_t i = rng() % live.size();
+          ASSERT_EQ(a.free(live[i]), FreeStatus::ok);
+          live[i] = live.back();
+          live.pop_back();
+        }
+        if (step % 500 == 499) a.empty_cache();
+      }
+      LUMA_EXPECT_CLEAN(a);
+      a.set_event_sink(nullptr);
+    }
+    EXPECT_EQ(sink.violations, 0);
+    EXPECT_TRUE(dev.recorded_at.empty()) << "every fence released";
+  }
 }
 
 }  // namespace

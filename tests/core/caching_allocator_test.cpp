@@ -294,6 +294,29 @@ TEST(CachingAllocator, ForeignPointerIsNotOwned) {
   LUMA_EXPECT_CLEAN(a);
 }
 
+TEST(CachingAllocator, BlockOfFindsTheLiveBlockAroundAnInteriorAddress) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  void* x = must_alloc(a, 1000);
+  void* y = must_alloc(a, 4096);
+  SegmentRange r;
+  ASSERT_TRUE(a.block_of(static_cast<char*>(x) + 500, &r));
+  EXPECT_EQ(r.base, x);
+  EXPECT_EQ(r.size, 1024u);  // the rounded size
+  ASSERT_TRUE(a.block_of(y, &r));
+  EXPECT_EQ(r.base, y);
+  ASSERT_TRUE(a.block_of(static_cast<char*>(y) + 4095, &r));
+  EXPECT_EQ(r.base, y);
+  EXPECT_EQ(r.size, 4096u);
+  EXPECT_FALSE(a.block_of(static_cast<char*>(y) + 4096, &r));  // the free tail
+  int local = 0;
+  EXPECT_FALSE(a.block_of(&local, &r));
+  ASSERT_EQ(a.free(x), FreeStatus::ok);
+  EXPECT_FALSE(a.block_of(static_cast<char*>(x) + 1, &r));  // freed: no live block there
+  EXPECT_TRUE(a.block_of(static_cast<char*>(y) + 1, nullptr));
+  LUMA_EXPECT_CLEAN(a);
+}
+
 TEST(CachingAllocator, DoubleAndInteriorFreesAreInvalidAndChangeNothing) {
   HostDevice dev;
   CachingAllocator a(dev, 0);

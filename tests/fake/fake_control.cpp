@@ -65,6 +65,10 @@ State* make_state() {
   st->env_capacity = env_size("LUMA_FAKE_CAPACITY", kDefaultCapacity, true);
   st->env_fail_every = env_size("LUMA_FAKE_FAIL_EVERY", 0, false);
   st->env_delay_us = env_size("LUMA_FAKE_DELAY_US", 0, false);
+  st->env_fail_events = env_size("LUMA_FAKE_FAIL_EVENTS", 0, false);
+  st->env_lost_after = env_size("LUMA_FAKE_LOST_AFTER", 0, false);
+  st->settings.fail_events = st->env_fail_events;
+  st->settings.lost_after = st->env_lost_after;
   st->settings.capacity = st->env_capacity;
   st->settings.fail_every = st->env_fail_every;
   st->settings.delay_us = st->env_delay_us;
@@ -145,6 +149,23 @@ State& state() {
   return *st;
 }
 
+bool event_call_fails() {
+  State& st = state();
+  uint64_t n = st.settings.fail_events.load();
+  if (n == 0 || ++st.event_calls % n != 0) return false;
+  ++st.injected_event_failures;
+  return true;
+}
+
+bool device_lost() {
+  State& st = state();
+  if (st.lost.load()) return true;
+  uint64_t after = st.settings.lost_after.load();
+  if (after == 0 || ++st.device_calls <= after) return false;
+  st.lost = true;
+  return true;
+}
+
 }  // namespace luma::fake
 
 using namespace luma::fake;
@@ -185,6 +206,31 @@ void luma_fake_set_gate_open(int open) {
   st.gate_cv.notify_all();
 }
 
+void luma_fake_set_fail_events(uint64_t n) {
+  State& st = state();
+  st.settings.fail_events = n;
+  st.event_calls = 0;
+}
+
+uint64_t luma_fake_injected_event_failures(void) {
+  return state().injected_event_failures.load();
+}
+
+void luma_fake_set_lost_after(uint64_t n) {
+  State& st = state();
+  st.device_calls = 0;
+  st.settings.lost_after = n;
+}
+
+void luma_fake_lose_device(void) { state().lost = true; }
+
+void luma_fake_restore_device(void) {
+  State& st = state();
+  st.settings.lost_after = 0;
+  st.device_calls = 0;
+  st.lost = false;
+}
+
 void luma_fake_reset(void) {
   State& st = state();
   for (int d = 0; d < st.device_count; ++d) {
@@ -197,6 +243,10 @@ void luma_fake_reset(void) {
   st.settings.capacity = st.env_capacity;
   luma_fake_set_fail_every(st.env_fail_every);
   st.settings.delay_us = st.env_delay_us;
+  luma_fake_set_fail_events(st.env_fail_events);
+  st.injected_event_failures = 0;
+  luma_fake_restore_device();
+  luma_fake_set_lost_after(st.env_lost_after);
   luma_fake_set_gate_open(1);
 }
 

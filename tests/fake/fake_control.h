@@ -42,8 +42,23 @@ LUMA_FAKE_API void luma_fake_set_delay_us(uint64_t us);
 // Gate for asynchronous stream operations: while closed (0) no queued *Async operation
 // starts, so a test can observe "still running" without timing. Default open (1).
 LUMA_FAKE_API void luma_fake_set_gate_open(int open);
+// Every Nth event or stream call (cuEventCreate, cuEventRecord, cuEventQuery,
+// cuEventSynchronize, cuStreamCreate*) fails with CUDA_ERROR_UNKNOWN (999); 0 turns it
+// off. Restarts the count.
+LUMA_FAKE_API void luma_fake_set_fail_events(uint64_t n);
+// How many event/stream calls have failed by injection since load (or the last reset).
+LUMA_FAKE_API uint64_t luma_fake_injected_event_failures(void);
+// The device disappears after n more device calls (memory, copies, streams, events,
+// synchronization): from then on each returns CUDA_ERROR_DEVICE_UNAVAILABLE (46). Context
+// and device-handle bookkeeping keeps working. 0: never. Restarts the count.
+LUMA_FAKE_API void luma_fake_set_lost_after(uint64_t n);
+// The device disappears now (every device call returns 46).
+LUMA_FAKE_API void luma_fake_lose_device(void);
+// The device is back (a test double's luxury: real lost devices stay lost).
+LUMA_FAKE_API void luma_fake_restore_device(void);
 // Zeroes the counters (live_* keep describing live memory; peak restarts from it) and
-// resets capacity, failure injection, delay and gate to their environment defaults.
+// resets capacity, failure injection (allocations, events, lost device), delay and gate to
+// their environment defaults.
 LUMA_FAKE_API void luma_fake_reset(void);
 
 #ifdef __cplusplus

@@ -35,10 +35,25 @@ struct CtxStack {
 };
 thread_local CtxStack t_ctx_stack{};
 
-CUresult ready() {
+// Context bookkeeping (current context, device handles) is host-side and keeps working
+// when the device is lost; everything that touches the device goes through ready().
+CUresult ready_host() {
   State& st = state();
   if (st.forked_child.load() || !st.initialized.load()) return CUDA_ERROR_NOT_INITIALIZED;
   return CUDA_SUCCESS;
+}
+
+CUresult ready() {
+  State& st = state();
+  if (st.forked_child.load() || !st.initialized.load()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (device_lost()) return kLostDeviceError;
+  return CUDA_SUCCESS;
+}
+
+// ready(), then the injected event/stream failure (LUMA_FAKE_FAIL_EVENTS).
+CUresult ready_event_call() {
+  if (CUresult r = ready()) return r;
+  return event_call_fails() ? kInjectedEventError : CUDA_SUCCESS;
 }
 
 Context* current() { return t_ctx_stack.empty() ? nullptr : t_ctx_stack.back(); }
@@ -284,6 +299,7 @@ CUresult wait_event(CUstream h, CUevent e, unsigned flags, bool ptds) {
 }
 
 CUresult record(CUevent e, CUstream h, bool ptds) {
+  if (CUresult r = ready_event_call()) return r;
   StreamPtr s;
   if (CUresult r = resolve(h, ptds, s)) return r;
   auto ev = find_event(e);
@@ -295,7 +311,7 @@ CUresult record(CUevent e, CUstream h, bool ptds) {
 }
 
 CUresult create_stream(CUstream* out, unsigned flags) {
-  if (CUresult r = ready()) return r;
+  if (CUresult r = ready_event_call()) return r;
   if (out == nullptr || (flags & ~CU_STREAM_NON_BLOCKING) != 0) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = current();
   if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
@@ -357,14 +373,14 @@ CUresult cuDriverGetVersion(int* version) {
 }
 
 CUresult cuDeviceGetCount(int* count) {
-  if (CUresult r = ready()) return r;
+  if (CUresult r = ready_host()) return r;
   if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *count = state().device_count;
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGet(CUdevice* device, int ordinal) {
-  if (CUresult r = ready()) return r;
+  if (CUresult r = ready_host()) return r;
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (ordinal < 0 || ordinal >= state().device_count) return CUDA_ERROR_INVALID_DEVICE;
   *device = ordinal;
@@ -372,7 +388,7 @@ CUresult cuDeviceGet(CUdevice* device, int ordinal) {
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
-  if (CUresult r = ready()) return r;
+  if (CUresult r = ready_host()) return r;
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (dev < 0 || dev >= state().device_count) return CUDA_ERROR_INVALID_DEVICE;
   *ctx = handle(&state().contexts[dev]);
@@ -380,20 +396,20 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  if (CUresult r = ready()) return r;
+  if (CUresult r = ready_host()) return r;
   if (dev < 0 || dev >= state().device_count) return CUDA_ERROR_INVALID_DEVICE;
   return CUDA_SUCCESS;  // primary contexts live as long as the process
 }
 
 CUresult cuCtxGetCurrent(CUcontext* ctx) {
-  if (CUresult r = ready()) return r;
+  if (CUresult r = ready_host()) return r;
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *ctx = handle(current());
   return CUDA_SUCCESS;
 }
 
 CUresult cuCtxSetCurrent(CUcontext ctx) {
-  if (CUresult r = ready()) return r;
+  if (CUresult r = ready_host()) return r;
   if (ctx == nullptr) {
     if (!t_ctx_stack.empty()) t_ctx_stack.pop_back();
     return CUDA_SUCCESS;
@@ -409,14 +425,14 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
 }
 
 CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
-  if (CUresult r = ready()) return r;
+  if (CUresult r = ready_host()) return r;
   Context* c = as_context(ctx);
   if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   return t_ctx_stack.push_back(c) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuCtxPopCurrent_v2(CUcontext* ctx) {
-  if (CUresult r = ready()) return r;
+  if (CUresult r = ready_host()) return r;
   if (t_ctx_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   if (ctx != nullptr) *ctx = handle(t_ctx_stack.back());
   t_ctx_stack.pop_back();
@@ -426,7 +442,7 @@ CUresult cuCtxPopCurrent_v2(CUcontext* ctx) {
 CUresult cuCtxGetDevice(CUdevice* device) { return cuCtxGetDevice_v2(device, nullptr); }
 
 CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) {
-  if (CUresult r = ready()) return r;
+  if (CUresult r = ready_host()) return r;
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Context* c = ctx == nullptr ? current() : as_context(ctx);
   if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
@@ -628,7 +644,7 @@ CUresult cuStreamWaitEvent_ptsz(CUstream stream, CUevent event, unsigned int fla
 }
 
 CUresult cuEventCreate(CUevent* event, unsigned int flags) {
-  if (CUresult r = ready()) return r;
+  if (CUresult r = ready_event_call()) return r;
   if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto ev = std::make_shared<Event>();
   ev->flags = flags;
@@ -643,7 +659,7 @@ CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) {
   return record(event, stream, true);
 }
 CUresult cuEventQuery(CUevent event) {
-  if (CUresult r = ready()) return r;
+  if (CUresult r = ready_event_call()) return r;
   auto ev = find_event(event);
   if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   std::lock_guard lock(ev->m);
@@ -651,7 +667,7 @@ CUresult cuEventQuery(CUevent event) {
   return ev->stream->done(ev->seq) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 CUresult cuEventSynchronize(CUevent event) {
-  if (CUresult r = ready()) return r;
+  if (CUresult r = ready_event_call()) return r;
   auto ev = find_event(event);
   if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   StreamPtr s;

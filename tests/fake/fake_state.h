@@ -29,6 +29,13 @@ inline constexpr uint64_t kDefaultCapacity = 1ULL << 30;  // per device; safe on
 inline constexpr int kDefaultDevices = 2;
 inline constexpr int kMaxDevices = 8;
 inline constexpr int kDriverVersion = 13000;  // what cuDriverGetVersion reports
+// What every call returns once the device is lost (LUMA_FAKE_LOST_AFTER): cuda.h's
+// CUDA_ERROR_DEVICE_UNAVAILABLE. Defined here, not in shim/cuda_abi.h, because only the
+// stand-in produces it; luma must treat it like any other driver error.
+inline constexpr CUresult kLostDeviceError = 46;
+// What an injected event or stream failure returns (LUMA_FAKE_FAIL_EVENTS): the code the
+// real driver gives for trouble it cannot name.
+inline constexpr CUresult kInjectedEventError = CUDA_ERROR_UNKNOWN;
 
 struct DeviceCounters {
   std::atomic<uint64_t> alloc_calls{0}, free_calls{0}, live_allocations{0}, live_bytes{0},
@@ -91,13 +98,20 @@ struct Settings {
   std::atomic<uint64_t> capacity{kDefaultCapacity};
   std::atomic<uint64_t> fail_every{0};
   std::atomic<uint64_t> delay_us{0};
+  std::atomic<uint64_t> fail_events{0};  // every Nth event/stream call fails; 0: never
+  std::atomic<uint64_t> lost_after{0};   // the device is lost after N more calls; 0: never
 };
 
 struct State {
   int device_count = kDefaultDevices;
   uint64_t env_capacity = kDefaultCapacity, env_fail_every = 0, env_delay_us = 0;
+  uint64_t env_fail_events = 0, env_lost_after = 0;
   Settings settings;
   std::atomic<uint64_t> alloc_attempts{0};
+  std::atomic<uint64_t> event_calls{0};   // event/stream calls since fail_events was set
+  std::atomic<uint64_t> device_calls{0};  // calls since lost_after was set
+  std::atomic<bool> lost{false};          // every call returns kLostDeviceError
+  std::atomic<uint64_t> injected_event_failures{0};
   DeviceCounters counters[kMaxDevices];
   Context contexts[kMaxDevices];
 
@@ -119,6 +133,11 @@ struct State {
 };
 
 State& state();  // created on first call, never destroyed
+
+// Fault injection (fake_control.cpp). Whether this event or stream call is one that fails.
+bool event_call_fails();
+// Counts one call against LUMA_FAKE_LOST_AFTER; true when the device is (now) lost.
+bool device_lost();
 
 // Streams (fake_streams.cpp).
 StreamPtr make_stream(Context* ctx, unsigned flags, bool legacy);

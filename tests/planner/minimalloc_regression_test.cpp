@@ -21,15 +21,21 @@ struct Case {
   double best;     // at most this
 };
 
-// Measured on this code; `best` holds some slack because the search is cut by time.
+// Measured on this code. `best` runs the branch and bound with a node budget (not a time
+// limit), so its result does not depend on how loaded the machine is; the small margin only
+// absorbs rounding in the printed ratio. A, B, C and F pack at the lower bound; D (optimum
+// unknown, best known 1.046) and E (1.000) are not solved within this budget.
 const Case kCases[] = {
-    {"A.1048576.csv", 1048576, 1.752, 1.32, 1.25},
-    {"B.1048576.csv", 1048576, 1.693, 1.35, 1.001},
-    {"C.1048576.csv", 1039360, 1.686, 1.37, 1.001},
-    {"D.1048576.csv", 986112, 1.574, 1.34, 1.12},
-    {"E.1048576.csv", 1048576, 1.688, 1.40, 1.10},
-    {"F.1048576.csv", 1048576, 1.267, 1.38, 1.10},
+    {"A.1048576.csv", 1048576, 1.752, 1.32, 1.0005},
+    {"B.1048576.csv", 1048576, 1.693, 1.35, 1.0005},
+    {"C.1048576.csv", 1039360, 1.686, 1.37, 1.0005},
+    {"D.1048576.csv", 986112, 1.574, 1.34, 1.078},
+    {"E.1048576.csv", 1048576, 1.688, 1.40, 1.090},
+    {"F.1048576.csv", 1048576, 1.267, 1.38, 1.0005},
 };
+// Enough for the lower-bound packings (B needs about 10^5 nodes) and a few seconds of CPU
+// on D; the time limit is only a safety net.
+constexpr std::uint64_t kNodeBudget = 300000;
 
 std::filesystem::path data_dir() { return LUMA_MINIMALLOC_DIR; }
 
@@ -41,7 +47,8 @@ TEST(MiniMalloc, RatiosPerStrategy) {
   if (!std::filesystem::exists(data_dir() / "A.1048576.csv"))
     GTEST_SKIP() << "no MiniMalloc data at " << data_dir();
   SearchOptions search;
-  search.time_limit_seconds = 1.0;
+  search.time_limit_seconds = 60;
+  search.max_iterations = kNodeBudget;
   for (const Case& c : kCases) {
     auto lts = read_lifetimes_file((data_dir() / c.file).string(), builtin_readers());
     auto tlsf = plan_lifetimes(lts, Strategy::tlsf, search);

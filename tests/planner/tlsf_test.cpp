@@ -151,3 +151,37 @@ TEST(Tlsf, SameCallsSameOffsets) {
 
 }  // namespace
 }  // namespace luma::core
+
+// The TLSF's offset map against std::map under random inserts, overwrites and erases
+// (backward-shift deletion is where open addressing usually goes wrong).
+#include <map>
+
+#include "planner/offset_map.h"
+
+namespace luma::core {
+namespace {
+
+TEST(OffsetMap, AgreesWithStdMap) {
+  OffsetMap map;
+  std::map<std::uint64_t, std::uint32_t> ref;
+  std::uint64_t x = 7;
+  for (int step = 0; step < 200000; ++step) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    std::uint64_t key = (x >> 40) % 5000 * 256;  // few keys: many collisions and reuses
+    if ((x >> 20) % 3 == 0) {
+      map.erase(key);
+      ref.erase(key);
+    } else {
+      map.set(key, static_cast<std::uint32_t>(step));
+      ref[key] = static_cast<std::uint32_t>(step);
+    }
+  }
+  ASSERT_EQ(map.size(), ref.size());
+  for (std::uint64_t key = 0; key < 5000 * 256; key += 256) {
+    auto it = ref.find(key);
+    EXPECT_EQ(map.find(key), it == ref.end() ? OffsetMap::kEmpty : it->second) << key;
+  }
+}
+
+}  // namespace
+}  // namespace luma::core

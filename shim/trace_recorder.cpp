@@ -1,0 +1,323 @@
+// trace_recorder.cpp - see trace_recorder.h.
+//
+// The exit gate: each allocator's sink marks itself busy around every event (events of one
+// allocator arrive one at a time, under its lock, so a plain flag per sink is enough). The
+// closer raises `stopping`, then waits until no sink is busy. Writer: store busy, load
+// stopping; closer: store stopping, load busy - a Dekker pair that needs a full fence on
+// both sides. The writer's side is made free with membarrier(PRIVATE_EXPEDITED): the
+// closer's one system call fences every running thread, so the hot path needs only a
+// compiler barrier. Without membarrier the writer pays a real fence.
+#include "trace_recorder.h"
+
+#include <execinfo.h>
+#include <fcntl.h>
+#include <link.h>
+#include <linux/membarrier.h>
+#include <sched.h>
+#include <sys/file.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include "call_context.h"
+#include "log.h"
+#include "stats_output.h"
+#include "trace/trace_format.h"
+#include "trace_path.h"
+
+namespace luma::shim {
+namespace {
+
+// Frames libluma.so itself may have on the stack above the program's call (the capture,
+// the hook, serve_alloc): captured on top of the depth asked for, then skipped.
+constexpr int kLumaFramesMax = 8;
+// How long exit waits for events in flight on other threads before it leaves the trace
+// unfinished (it still reads completely: every completed event is in the file).
+constexpr std::uint64_t kCloseWaitNs = 200'000'000;
+// /proc files copied into the header are cut here (the header block holds 64 MiB).
+constexpr std::size_t kMaxProcFileBytes = 16u << 20;
+
+inline thread_local std::uint64_t t_thread_id [[gnu::tls_model("initial-exec")]] = 0;
+
+std::uint64_t thread_id() noexcept {
+  if (t_thread_id == 0) [[unlikely]]
+    t_thread_id = static_cast<std::uint64_t>(::syscall(SYS_gettid));
+  return t_thread_id;
+}
+
+std::string read_proc_file(const char* path) {
+  std::string out;
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() >= kMaxProcFileBytes) break;
+  }
+  ::close(fd);
+  return out;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::uint64_t realtime_ns() noexcept {
+  timespec t{};
+  clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000u +
+         static_cast<std::uint64_t>(t.tv_nsec);
+}
+
+struct Range {
+  std::uintptr_t lo = UINTPTR_MAX, hi = 0;
+  std::uintptr_t base = 0;
+};
+
+// The address range libluma.so's loadable segments occupy.
+Range luma_range() noexcept {
+  Range r;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&luma_range), &info) == 0) return r;
+  r.base = reinterpret_cast<std::uintptr_t>(info.dli_fbase);
+  dl_iterate_phdr(
+      [](dl_phdr_info* i, std::size_t, void* data) -> int {
+        auto* rr = static_cast<Range*>(data);
+        bool ours = false;
+        for (int k = 0; k < i->dlpi_phnum; ++k) {
+          const ElfW(Phdr)& p = i->dlpi_phdr[k];
+          if (p.p_type != PT_LOAD) continue;
+          const std::uintptr_t lo = i->dlpi_addr + p.p_vaddr;
+          if (lo <= rr->base && rr->base < lo + p.p_memsz) ours = true;
+        }
+        if (!ours && i->dlpi_addr != rr->base) return 0;
+        for (int k = 0; k < i->dlpi_phnum; ++k) {
+          const ElfW(Phdr)& p = i->dlpi_phdr[k];
+          if (p.p_type != PT_LOAD) continue;
+          rr->lo = std::min<std::uintptr_t>(rr->lo, i->dlpi_addr + p.p_vaddr);
+          rr->hi = std::max<std::uintptr_t>(rr->hi, i->dlpi_addr + p.p_vaddr + p.p_memsz);
+        }
+        return 1;
+      },
+      &r);
+  return r;
+}
+
+// A file no other live process is writing: flock(LOCK_EX) on `path`, kept for the
+// process's life (closed on exec, shared with fork children, which never write it). When
+// another process holds it, NAME.PID instead. Returns the name to record to.
+std::string claim_name(std::string path) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return path;  // TraceWriter::open reports why
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return path;  // fd leaked on purpose: the lock
+    const bool busy = errno == EWOULDBLOCK;
+    ::close(fd);
+    if (!busy) return path;
+    const std::string other = path + "." + std::to_string(getpid());
+    log().warn("LUMA_TRACE: '{}' is being written by another process (use %p in the "
+               "pattern); recording to '{}'",
+               path, other);
+    path = other;
+  }
+  return path;
+}
+
+}  // namespace
+
+class TraceRecorder::GatedSink final : public core::EventSink {
+ public:
+  explicit GatedSink(TraceRecorder& r) noexcept : r_(r) {}
+  void on_event(const core::Event& e) noexcept override {
+    busy_.store(1, std::memory_order_relaxed);
+    if (r_.membarrier_)
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    else
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!r_.stopping_.load(std::memory_order_relaxed)) [[likely]]
+      r_.trace_sink_->on_event(e);
+    busy_.store(0, std::memory_order_release);
+  }
+  bool busy() const noexcept { return busy_.load(std::memory_order_acquire) != 0; }
+
+ private:
+  TraceRecorder& r_;
+  std::atomic<std::uint32_t> busy_{0};
+};
+
+void TraceRecorder::configure(const ShimSettings& settings,
+                              const std::string& settings_text) noexcept {
+  try {
+    pattern_ = settings.trace;
+    settings_text_ = settings_text;
+  } catch (...) {
+    pattern_.clear();
+  }
+  if (pattern_.empty()) return;
+  stack_depth_ = std::min(settings.trace_stacks, kMaxTraceStacks);
+  membarrier_ = ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  if (stack_depth_ > 0) {
+    void* frames[4];
+    (void)backtrace(frames, 4);  // loads libgcc_s now, not inside a hook
+    const Range r = luma_range();
+    luma_lo_ = r.lo;
+    luma_hi_ = r.hi;
+  }
+}
+
+core::TraceHeader TraceRecorder::make_header(const RealDriver& d) const {
+  core::TraceHeader h;
+  h.luma_version = LUMA_VERSION;
+  h.pid = static_cast<std::uint64_t>(getpid());
+  h.host = host_name();
+  const std::string cmdline = read_proc_file("/proc/self/cmdline");
+  std::size_t start = 0;
+  while (start < cmdline.size()) {
+    std::size_t end = cmdline.find('\0', start);
+    if (end == std::string::npos) end = cmdline.size();
+    h.command_line.push_back(cmdline.substr(start, end - start));
+    start = end + 1;
+  }
+  h.start_unix_ns = realtime_ns();
+  h.clock_base_ns = clock_.now();
+  h.settings = settings_text_;
+  h.stack_depth = stack_depth_;
+  if (stack_depth_ > 0) h.mappings = read_proc_file("/proc/self/maps");
+  int count = 0;
+  if (d.device_get_count != nullptr && d.device_get_count(&count) == CUDA_SUCCESS) {
+    // The current device's total from cuMemGetInfo where cuDeviceTotalMem is missing.
+    CUdevice current = -1;
+    if (d.ctx_get_device != nullptr && d.ctx_get_device(&current) != CUDA_SUCCESS) current = -1;
+    for (int i = 0; i < count && i < 64; ++i) {
+      core::TraceDevice dev;
+      dev.index = static_cast<std::uint32_t>(i);
+      CUdevice handle = i;
+      if (d.device_get != nullptr && d.device_get(&handle, i) != CUDA_SUCCESS) handle = i;
+      char name[256] = {};
+      if (d.device_get_name != nullptr &&
+          d.device_get_name(name, sizeof name - 1, handle) == CUDA_SUCCESS)
+        dev.name = name;
+      else
+        dev.name = "device " + std::to_string(i);
+      std::size_t total = 0;
+      if (d.device_total_mem != nullptr && d.device_total_mem(&total, handle) == CUDA_SUCCESS) {
+        dev.total_bytes = total;
+      } else if (handle == current && d.mem_get_info != nullptr) {
+        std::size_t free = 0;
+        if (d.mem_get_info(&free, &total) == CUDA_SUCCESS) dev.total_bytes = total;
+      }
+      h.devices.push_back(std::move(dev));
+    }
+  }
+  return h;
+}
+
+bool TraceRecorder::open(const RealDriver& driver) noexcept {
+  try {
+    clock_.start();
+    const std::string wanted_path = expand_path_pattern(
+        pattern_, {static_cast<long>(getpid()), host_name(),
+                   rank_from_env([](const char* n) { return std::getenv(n); }),
+                   program_invocation_short_name});
+    path_ = claim_name(wanted_path);
+    std::string error;
+    writer_ = core::TraceWriter::open(path_, make_header(driver), &error);
+    if (!writer_) {
+      open_failed_.store(true);
+      log().warn("LUMA_TRACE: cannot record to '{}' ({}); the program runs on without a trace",
+                 path_, error);
+      path_.clear();
+      return false;
+    }
+    trace_sink_ = std::make_unique<core::TraceSink>(*writer_, *this);
+    log().info("recording the trace to '{}'", path_);
+    return true;
+  } catch (const std::exception& e) {
+    log().warn("LUMA_TRACE: cannot record ({}); the program runs on without a trace", e.what());
+  } catch (...) {
+  }
+  open_failed_.store(true);
+  writer_.reset();
+  path_.clear();
+  return false;
+}
+
+core::EventSink* TraceRecorder::sink_for_new_allocator(const RealDriver& driver) noexcept {
+  if (pattern_.empty() || detached_.load()) return nullptr;
+  if (!tried_) {
+    tried_ = true;
+    open(driver);
+  }
+  if (!writer_) return nullptr;
+  const std::size_t n = sink_count_.load(std::memory_order_relaxed);
+  if (n == ContextTable::kMaxContexts) return nullptr;
+  auto* sink = new (std::nothrow) GatedSink(*this);
+  if (sink == nullptr) return nullptr;
+  sinks_[n].store(sink, std::memory_order_release);
+  sink_count_.store(n + 1, std::memory_order_release);
+  return sink;
+}
+
+void TraceRecorder::capture_stack() noexcept {
+  CallContext& c = call_context();
+  c.depth = 0;
+  // Before the trace opens too: the first alloc opens it, after its stack was taken.
+  if (stack_depth_ == 0 || open_failed_.load(std::memory_order_relaxed)) return;
+  void* frames[kMaxTraceStacks + kLumaFramesMax];
+  const int n = backtrace(frames, static_cast<int>(stack_depth_) + kLumaFramesMax);
+  int i = 0;
+  while (i < n) {
+    const auto a = reinterpret_cast<std::uintptr_t>(frames[i]);
+    if (a < luma_lo_ || a >= luma_hi_) break;
+    ++i;
+  }
+  std::uint32_t k = 0;
+  for (; i < n && k < stack_depth_; ++i, ++k)
+    c.stack[k] = reinterpret_cast<std::uintptr_t>(frames[i]);
+  c.depth = k;
+}
+
+core::EventContext TraceRecorder::current(const core::Event& event) noexcept {
+  const CallContext& c = call_context();
+  core::EventContext x;
+  x.thread = thread_id();
+  x.stream = c.stream;
+  x.entry = c.entry;
+  x.time_ns = clock_.now();
+  if (event.kind == core::EventKind::alloc && c.depth > 0) x.stack = {c.stack, c.depth};
+  return x;
+}
+
+void TraceRecorder::close_at_exit() noexcept {
+  if (!writer_ || detached_.load() || closed_.exchange(true)) return;
+  stopping_.store(true, std::memory_order_seq_cst);
+  if (!membarrier_ || ::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  const std::uint64_t deadline = monotonic_ns() + kCloseWaitNs;
+  const std::size_t n = sink_count_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < n; ++i) {
+    while (sinks_[i].load(std::memory_order_acquire)->busy()) {
+      // Left unfinished, the trace still reads up to its last completed event.
+      if (monotonic_ns() > deadline) return;
+      sched_yield();
+    }
+  }
+  writer_->close();
+}
+
+void TraceRecorder::detach_in_child() noexcept {
+  if (!writer_) return;
+  detached_.store(true);
+  stopping_.store(true);
+}
+
+}  // namespace luma::shim

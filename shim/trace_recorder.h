@@ -1,0 +1,80 @@
+// trace_recorder.h - LUMA_TRACE: records every allocator event of the process into one
+// trace file (core::TraceWriter, docs/trace-format.md) through core::TraceSink, with the
+// thread, stream, entry point, time and (LUMA_TRACE_STACKS) call stack of the hook being
+// served as the EventContextSource.
+//
+// The file is opened when the first context's allocator is built (so cuInit has run and
+// the header can name the devices, and a process that never allocates writes no file).
+// Each allocator gets its own gated sink, attached before the allocator is published.
+// At exit the gate closes (no new event is recorded) and the writer is closed once every
+// event in flight finished; a fork child forked after the trace opened never writes or
+// closes the parent's file; a name in use by another live process (no %p in the pattern,
+// an exec'd child) is never truncated: this process writes NAME.PID instead.
+// Never throws; a trace that cannot be opened logs one line and the program runs on.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "context_table.h"
+#include "event_clock.h"
+#include "real_driver.h"
+#include "settings.h"
+#include "trace/trace_sink.h"
+#include "trace/trace_writer.h"
+
+namespace luma::shim {
+
+class TraceRecorder final : public core::EventContextSource {
+ public:
+  // At the one-time initialisation: what to record. Warms glibc's backtrace() (its first
+  // call loads libgcc_s, which must not happen inside a hook) when stacks are wanted.
+  void configure(const ShimSettings& settings, const std::string& settings_text) noexcept;
+  bool wanted() const noexcept { return !pattern_.empty(); }
+  unsigned stack_depth() const noexcept { return stack_depth_; }
+
+  // For a context's allocator being built (ContextTable's lock held): opens the trace on
+  // the first call and returns the sink to attach, or nullptr when nothing is recorded.
+  core::EventSink* sink_for_new_allocator(const RealDriver& driver) noexcept;
+
+  // In an allocating hook, before the allocator is called: the program's return
+  // addresses into call_context() (frames inside libluma.so skipped).
+  void capture_stack() noexcept;
+
+  core::EventContext current(const core::Event& event) noexcept override;
+
+  // At exit (after the statistics): stop recording, wait for events in flight, close.
+  void close_at_exit() noexcept;
+  // In a forked child: the parent's trace is not the child's; never touch it again.
+  void detach_in_child() noexcept;
+
+  // The file written ("" when none).
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  class GatedSink;
+
+  bool open(const RealDriver& driver) noexcept;
+  core::TraceHeader make_header(const RealDriver& driver) const;
+
+  std::string pattern_;
+  std::string settings_text_;
+  unsigned stack_depth_ = 0;
+  bool tried_ = false;  // open() ran (ContextTable's lock)
+  std::string path_;
+  EventClock clock_;
+  std::unique_ptr<core::TraceWriter> writer_;
+  std::unique_ptr<core::TraceSink> trace_sink_;
+  std::atomic<GatedSink*> sinks_[ContextTable::kMaxContexts] = {};
+  std::atomic<std::size_t> sink_count_{0};
+  std::atomic<bool> stopping_{false};
+  bool membarrier_ = false;  // asymmetric fences available (see GatedSink)
+  std::atomic<bool> detached_{false};
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> open_failed_{false};  // no trace this process: capture no stacks
+  std::uintptr_t luma_lo_ = 0, luma_hi_ = 0;  // libluma.so's mapped range
+};
+
+}  // namespace luma::shim

@@ -1,0 +1,387 @@
+// trace_e2e_test.cpp - LUMA_TRACE and `luma run` end to end: programs of each kind on the
+// stand-in device, recorded under libluma.so, then `luma stats`, every `luma export` format
+// and `luma plan` on what they wrote; a recording program SIGKILLed at random points; the
+// name patterns; fork; call-site stacks named by `luma stats`; a trace that cannot be
+// opened. Traces are also read here with core's TraceReader, to count events exactly.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <dirent.h>
+
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "subprocess.h"
+#include "trace/trace_reader.h"
+
+namespace luma::integration {
+namespace {
+
+using nlohmann::json;
+
+struct Paths {
+  std::string lib = setting("LUMA_IT_LIB");
+  std::string fake_dir = setting("LUMA_IT_FAKE_DIR");
+  std::string luma = setting("LUMA_IT_LUMA");
+  std::string trace_prog = setting("LUMA_IT_TRACE_PROG");
+  std::string python = setting("LUMA_IT_PYTHON");
+  std::string check_memviz = setting("LUMA_IT_CHECK_MEMVIZ");
+  std::string prog(const std::string& flavour) const {
+    return setting(("LUMA_IT_PROG_" + flavour).c_str());
+  }
+};
+
+const Paths& paths() {
+  static const Paths p;
+  return p;
+}
+
+std::string describe(const Result& r) {
+  return "exit " + std::to_string(r.exit_code) + " signal " + std::to_string(r.signal) +
+         "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
+}
+
+// The size trace_prog gives pair i (keep in step with trace_prog.cpp).
+std::uint64_t size_of(std::uint64_t i) { return 256 * (1 + i % 37) + (i % 3) * 1000; }
+
+Env recording_env(const std::string& trace, const Env& extra = {}) {
+  Env e = clean_env({{"LD_PRELOAD", paths().lib},
+                     {"LD_LIBRARY_PATH", paths().fake_dir},
+                     {"LUMA_STATS", "off"},
+                     {"LUMA_TRACE", trace}});
+  for (const auto& [k, v] : extra) e[k] = v;
+  return e;
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+    closedir(d);
+  }
+  return names;
+}
+
+struct Counts {
+  std::uint64_t allocs = 0, frees = 0, reserves = 0;
+  std::vector<std::uint64_t> requested;  // of each alloc, in order
+  bool closed = false;
+};
+
+Counts count_events(const std::string& path) {
+  core::TraceReader reader(path);
+  Counts c;
+  c.closed = reader.closed_cleanly();
+  reader.read([&](const core::TraceEvent& e) {
+    if (e.kind == core::EventKind::alloc) {
+      ++c.allocs;
+      c.requested.push_back(e.requested);
+    } else if (e.kind == core::EventKind::free_requested) {
+      ++c.frees;
+    } else if (e.kind == core::EventKind::segment_reserve) {
+      ++c.reserves;
+    }
+  });
+  return c;
+}
+
+#define NEED(x)                                          \
+  do {                                                   \
+    if ((x).empty()) GTEST_SKIP() << #x " not provided"; \
+  } while (0)
+
+// ---- luma run -> trace -> stats -> exports -> plan -----------------------------------
+
+std::string trace_from_run_output(const std::string& err) {
+  std::smatch m;
+  static const std::regex written(R"(written to (\S+)\n)");
+  return std::regex_search(err, m, written) ? m[1].str() : "";
+}
+
+class RunFlavour : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RunFlavour, StatsExportsAndPlanAgreeWithTheProgramAndTheDevice) {
+  NEED(paths().luma);
+  NEED(paths().prog(GetParam()));
+  const std::string dir = temp_dir();
+  Env env = clean_env({{"LD_LIBRARY_PATH", paths().fake_dir},
+                       {"LUMA_STATS_FILE", dir + "/stats.json"},
+                       {"LUMA_FAKE_COUNTERS", dir + "/counters.json"}});
+  Result r = run({paths().luma, "run", "--trace", dir + "/run.%e.%p.trace", "--stats", "json",
+                  "--", paths().prog(GetParam()), "loop", "2000", "4096"},
+                 env);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const std::string trace = trace_from_run_output(r.err);
+  ASSERT_FALSE(trace.empty()) << describe(r);
+  EXPECT_EQ(trace.rfind(dir + "/run.prog_" + std::string(GetParam()) + ".", 0), 0u) << trace;
+  EXPECT_NE(r.err.find("luma stats " + trace), std::string::npos) << r.err;
+
+  const json stats = json::parse(read_file(dir + "/stats.json"));
+  const json counters = json::parse(read_file(dir + "/counters.json"));
+  const Counts c = count_events(trace);
+  EXPECT_TRUE(c.closed);
+  EXPECT_EQ(c.allocs, 2000u);
+  EXPECT_EQ(c.frees, 2000u);
+  EXPECT_EQ(c.reserves, counters["devices"][0]["mem_alloc_calls"].get<std::uint64_t>());
+
+  Result s = run({paths().luma, "stats", "--json", trace}, clean_env());
+  ASSERT_EQ(s.exit_code, 0) << describe(s);
+  const json js = json::parse(s.out);
+  const json& d0 = js["runs"][0]["devices"][0];
+  EXPECT_EQ(d0["allocations"], 2000);
+  EXPECT_EQ(d0["frees"], 2000);
+  EXPECT_EQ(d0["segment_reserves"], counters["devices"][0]["mem_alloc_calls"]);
+  EXPECT_EQ(d0["segment_reserves"], stats["devices"][0]["cuda_malloc_calls"]);
+  EXPECT_EQ(d0["peak_allocated_bytes"], 4096);
+  EXPECT_EQ(d0["cache_absorbed"], 2000 - d0["segment_reserves"].get<int>());
+
+  // memviz: Python's pickle loads it and the schema holds.
+  ASSERT_EQ(run({paths().luma, "export", trace, "--format", "memviz", "-o", dir + "/m.pickle"},
+                clean_env()).exit_code, 0);
+  if (!paths().python.empty() && !paths().check_memviz.empty()) {
+    Result py = run({paths().python, paths().check_memviz, dir + "/m.pickle"}, clean_env());
+    EXPECT_EQ(py.exit_code, 0) << describe(py);
+  }
+  // chrome: JSON with counter tracks.
+  ASSERT_EQ(run({paths().luma, "export", trace, "--format", "chrome", "-o", dir + "/c.json"},
+                clean_env()).exit_code, 0);
+  const json chrome = json::parse(read_file(dir + "/c.json"), nullptr, false);
+  ASSERT_FALSE(chrome.is_discarded());
+  // rmm: the header and one row per alloc and per free.
+  ASSERT_EQ(run({paths().luma, "export", trace, "--format", "rmm", "-o", dir + "/r.csv"},
+                clean_env()).exit_code, 0);
+  const std::string rmm = read_file(dir + "/r.csv");
+  EXPECT_EQ(rmm.rfind("Thread,Time,Action,Pointer,Size,Stream\n", 0), 0u);
+  EXPECT_EQ(count(rmm, ",allocate,"), 2000);
+  EXPECT_EQ(count(rmm, ",free,"), 2000);
+  // csv lifetimes: 2000 rows that luma plan accepts.
+  ASSERT_EQ(run({paths().luma, "export", trace, "--format", "csv", "-o", dir + "/l.csv"},
+                clean_env()).exit_code, 0);
+  EXPECT_EQ(count(read_file(dir + "/l.csv"), "\n"), 2001);
+  for (const std::string& input : {dir + "/l.csv", dir + "/r.csv", trace}) {
+    Result p = run({paths().luma, "plan", input, "--time-limit", "0.2"}, clean_env());
+    ASSERT_EQ(p.exit_code, 0) << input << "\n" << describe(p);
+    // One buffer live at a time: every plan fits in one 4 KiB block.
+    EXPECT_NE(p.out.find("device 0: 2000 buffers, lower bound 4096 B"), std::string::npos)
+        << input << "\n" << p.out;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, RunFlavour, ::testing::Values("static", "shared", "driver"));
+
+TEST(LumaRun, ReturnsTheProgramsStatusAndSaysWhenNoTraceWasWritten) {
+  NEED(paths().luma);
+  NEED(paths().prog("nocuda"));
+  const std::string dir = temp_dir();
+  Result r = run({paths().luma, "run", "--trace", dir + "/t.%p", "--", paths().prog("nocuda")},
+                 clean_env());
+  EXPECT_EQ(r.exit_code, 7) << describe(r);
+  EXPECT_NE(r.err.find("wrote no trace"), std::string::npos) << r.err;
+  EXPECT_TRUE(files_in(dir).empty());
+  Result k = run({paths().luma, "run", "--", "sh", "-c", "kill -TERM $$"}, clean_env());
+  EXPECT_EQ(k.exit_code, 128 + SIGTERM) << describe(k);
+  Result missing = run({paths().luma, "run", "--", dir + "/no-such-program"}, clean_env());
+  EXPECT_EQ(missing.exit_code, 127) << describe(missing);
+  EXPECT_EQ(run({paths().luma, "run"}, clean_env()).exit_code, 2);
+  EXPECT_EQ(run({paths().luma, "run", "--stats", "yaml", "--", "true"}, clean_env()).exit_code,
+            2);
+  Result help = run({paths().luma, "run", "--help"}, clean_env());
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("--trace"), std::string::npos);
+}
+
+// ---- crash safety under the shim -----------------------------------------------------
+
+// Starts argv with env, its stdout on a pipe.
+pid_t spawn_with_pipe(const std::vector<std::string>& argv, const Env& env, int* out_fd) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> a, e;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    for (const auto& s : env_strings) e.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    e.push_back(nullptr);
+    execve(a[0], a.data(), e.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  *out_fd = fds[0];
+  return pid;
+}
+
+TEST(TraceUnderTheShim, SigkillAtRandomPointsLosesNoCompletedEvent) {
+  NEED(paths().trace_prog);
+  std::mt19937 rng(20240611);  // fixed: the same kill points every run
+  std::uniform_int_distribution<int> lines_before_kill(0, 3000);
+  const int kRounds = 30;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string dir = temp_dir();
+    const std::string trace = dir + "/k.trace";
+    int fd = -1;
+    const pid_t pid = spawn_with_pipe({paths().trace_prog, "pairs", "1000000"},
+                                      recording_env(trace), &fd);
+    ASSERT_GT(pid, 0);
+    // Kill after `want` completed pairs (round 0: at once, during start-up).
+    const int want = round == 0 ? 0 : lines_before_kill(rng);
+    int seen = 0;
+    std::string pending;
+    char buf[4096];
+    while (seen < want) {
+      const ssize_t n = read(fd, buf, sizeof buf);
+      if (n <= 0) break;
+      pending.append(buf, static_cast<std::size_t>(n));
+      std::size_t nl;
+      while ((nl = pending.find('\n')) != std::string::npos) {
+        if (pending.rfind("pair ", 0) == 0) ++seen;
+        pending.erase(0, nl + 1);
+      }
+    }
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    close(fd);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "round " << round << ": the program ended by itself";
+    if (seen == 0 && files_in(dir).empty()) continue;  // killed before its first alloc
+    Counts c;
+    ASSERT_NO_THROW(c = count_events(trace)) << "round " << round;
+    EXPECT_FALSE(c.closed);
+    EXPECT_GE(c.allocs, static_cast<std::uint64_t>(seen)) << "round " << round;
+    EXPECT_GE(c.frees, static_cast<std::uint64_t>(seen)) << "round " << round;
+    for (int i = 0; i < seen && i < static_cast<int>(c.requested.size()); ++i)
+      ASSERT_EQ(c.requested[static_cast<std::size_t>(i)], size_of(static_cast<std::uint64_t>(i)))
+          << "round " << round << " pair " << i;
+    // luma stats reads it too (exit 0, the unfinished state reported).
+    if (!paths().luma.empty()) {
+      Result s = run({paths().luma, "stats", "--json", trace}, clean_env());
+      EXPECT_EQ(s.exit_code, 0) << describe(s);
+    }
+  }
+}
+
+// ---- names, fork, threads, stacks, bad path ------------------------------------------
+
+TEST(TraceUnderTheShim, NamePatternsExpandPidHostRankAndExecutable) {
+  NEED(paths().trace_prog);
+  const std::string dir = temp_dir();
+  Result r = run({paths().trace_prog, "pairs", "3"},
+                 recording_env(dir + "/x.%e.%p.r%r.%h.%%", {{"RANK", "5"}}));
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  std::vector<std::string> names = files_in(dir);
+  ASSERT_EQ(names.size(), 1u);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(names[0], m, std::regex(R"(x\.trace_prog\.(\d+)\.r5\.(.+)\.%)")))
+      << names[0];
+  EXPECT_EQ(m[2].str(), host);
+  core::TraceReader reader(dir + "/" + names[0]);
+  EXPECT_EQ(std::to_string(reader.header().pid), m[1].str());
+  EXPECT_EQ(reader.header().command_line,
+            (std::vector<std::string>{paths().trace_prog, "pairs", "3"}));
+  EXPECT_FALSE(reader.header().devices.empty());
+  EXPECT_NE(reader.header().settings.find("free_sync:"), std::string::npos);
+
+  // LUMA_TRACE=1: the default name in the working directory.
+  const std::string dir2 = temp_dir();
+  Result d = run({"/bin/sh", "-c", "cd \"$0\" && exec \"$1\" pairs 2", dir2, paths().trace_prog},
+                 recording_env("1"));
+  ASSERT_EQ(d.exit_code, 0) << describe(d);
+  names = files_in(dir2);
+  ASSERT_EQ(names.size(), 1u);
+  EXPECT_TRUE(std::regex_match(names[0], std::regex(R"(luma\.trace_prog\.\d+\.trace)")))
+      << names[0];
+}
+
+TEST(TraceUnderTheShim, ForkedChildNeverWritesOrClosesTheParentsTrace) {
+  NEED(paths().trace_prog);
+  const std::string dir = temp_dir();
+  Result r = run({paths().trace_prog, "fork"}, recording_env(dir + "/f.trace"));
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("child done"), std::string::npos);
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{"f.trace"});
+  const Counts c = count_events(dir + "/f.trace");
+  EXPECT_TRUE(c.closed);
+  EXPECT_EQ(c.allocs, 11u);  // the parent's 1 + 10; the child's call was the driver's
+  EXPECT_EQ(c.frees, 11u);
+}
+
+TEST(TraceUnderTheShim, AnExecdChildWithTheSameNameWritesItsOwnFile) {
+  NEED(paths().prog("driver"));
+  const std::string dir = temp_dir();
+  Result r = run({paths().prog("driver"), "fork-exec"}, recording_env(dir + "/same.trace"));
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  std::vector<std::string> names = files_in(dir);
+  ASSERT_EQ(names.size(), 2u) << r.err;
+  for (const std::string& n : names) {
+    const Counts c = count_events(dir + "/" + n);
+    EXPECT_TRUE(c.closed) << n;
+    if (n != "same.trace") {
+      EXPECT_EQ(c.allocs, 100u) << n;  // the child's loop 100 4096
+    }
+  }
+  EXPECT_NE(r.err.find("being written by another process"), std::string::npos) << r.err;
+}
+
+TEST(TraceUnderTheShim, ManyThreadsAndExitGiveAClosedCompleteTrace) {
+  NEED(paths().trace_prog);
+  const std::string dir = temp_dir();
+  Result r = run({paths().trace_prog, "threads", "8", "2000"}, recording_env(dir + "/t.trace"));
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const Counts c = count_events(dir + "/t.trace");
+  EXPECT_TRUE(c.closed);
+  EXPECT_EQ(c.allocs, 16000u);
+  EXPECT_EQ(c.frees, 16000u);
+  // A worker calling exit() while others allocate: the trace still reads.
+  NEED(paths().prog("driver"));
+  Result e = run({paths().prog("driver"), "exit-thread"}, recording_env(dir + "/e.trace"));
+  ASSERT_EQ(e.exit_code, 0) << describe(e);
+  EXPECT_NO_THROW(count_events(dir + "/e.trace"));
+}
+
+TEST(TraceUnderTheShim, StacksAreRecordedAndNamedByLumaStats) {
+  NEED(paths().trace_prog);
+  NEED(paths().luma);
+  const std::string dir = temp_dir();
+  Result r = run({paths().trace_prog, "stacks", "5"},
+                 recording_env(dir + "/s.trace", {{"LUMA_TRACE_STACKS", "8"}}));
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  core::TraceReader reader(dir + "/s.trace");
+  EXPECT_EQ(reader.header().stack_depth, 8u);
+  EXPECT_FALSE(reader.header().mappings.empty());
+  std::uint64_t with_stack = 0;
+  reader.read([&](const core::TraceEvent& e) {
+    if (e.kind == core::EventKind::alloc && e.stack != 0) ++with_stack;
+  });
+  EXPECT_EQ(with_stack, 5u);
+  EXPECT_EQ(reader.stack_count(), 1u);  // the same call site each time
+  Result s = run({paths().luma, "stats", dir + "/s.trace"}, clean_env());
+  ASSERT_EQ(s.exit_code, 0) << describe(s);
+  EXPECT_NE(s.out.find("luma_trace_test_allocating_function"), std::string::npos) << s.out;
+}
+
+TEST(TraceUnderTheShim, ATraceThatCannotBeOpenedLogsOneLineAndTheProgramRunsOn) {
+  NEED(paths().trace_prog);
+  Result r = run({paths().trace_prog, "pairs", "10"},
+                 recording_env("/nonexistent-luma-dir/x.trace"));
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count(r.out, "pair "), 10);
+  EXPECT_EQ(count(r.err, "\n"), 1) << r.err;
+  EXPECT_NE(r.err.find("LUMA_TRACE"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace luma::integration

@@ -1,0 +1,375 @@
+#!/usr/bin/env python3
+"""reliability.py - the reliability cases (tests/reliability/meson.build runs one per test).
+
+Each case runs programs as a user would - under LD_PRELOAD=libluma.so on the stand-in
+driver, or the `luma` tool on bad files - with a timeout (a hang is a failure), and judges
+them by exit status, output and the statistics / stand-in counters they leave.
+Exit 0: the case held; 1: it did not (the reason on stderr); 77: skipped.
+
+Under a sanitizer build libluma.so depends on the sanitizer runtime, which must come first
+in LD_PRELOAD (the runtime refuses to start otherwise); preload() finds it with ldd.
+"""
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ENV = os.environ
+LIB = ENV.get("LUMA_REL_LIB", "")
+FAKE_DIR = ENV.get("LUMA_REL_FAKE_DIR", "")
+LUMA = ENV.get("LUMA_REL_LUMA", "")
+DATA = ENV.get("LUMA_REL_DATA", "")
+WORK_ROOT = ENV.get("LUMA_REL_WORK", tempfile.gettempdir())
+PROG = {name: ENV.get("LUMA_REL_" + name.upper(), "")
+        for name in ("rel_stress", "rel_faults", "rel_badinput", "rel_signal", "prog_driver")}
+TIMEOUT = 240  # seconds any one program may take before it counts as hung
+
+
+class Failed(Exception):
+    pass
+
+
+def check(ok, what):
+    if not ok:
+        raise Failed(what)
+
+
+def preload():
+    """LD_PRELOAD for libluma.so, with a sanitizer runtime it needs first."""
+    first = []
+    try:
+        out = subprocess.run(["ldd", LIB], capture_output=True, text=True, timeout=30).stdout
+        for line in out.splitlines():
+            m = re.search(r"(lib[at]san\.so[.\d]*) => (\S+)", line)
+            if m:
+                first.append(m.group(2))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return ":".join(first + [LIB])
+
+
+def base_env(with_luma, **extra):
+    """The environment a case states: nothing inherited of LUMA_*, LD_PRELOAD."""
+    env = {k: v for k, v in ENV.items()
+           if not k.startswith("LUMA_") and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
+    env["LD_LIBRARY_PATH"] = FAKE_DIR
+    if with_luma:
+        env["LD_PRELOAD"] = preload()
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run(argv, env, timeout=TIMEOUT, expect=None):
+    try:
+        p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout,
+                           errors="replace")
+    except subprocess.TimeoutExpired:
+        raise Failed(f"{' '.join(argv)[:200]}: no answer within {timeout} s (hang)")
+    if p.returncode < 0:
+        raise Failed(f"{' '.join(argv)[:200]}: killed by signal {-p.returncode}\n{p.stderr[-3000:]}")
+    if expect is not None and p.returncode != expect:
+        raise Failed(f"{' '.join(argv)[:200]}: exit {p.returncode}, expected {expect}\n"
+                     f"stdout: {p.stdout[-2000:]}\nstderr: {p.stderr[-3000:]}")
+    return p
+
+
+def work_dir(name):
+    d = os.path.join(WORK_ROOT, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+def luma_stats(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def check_consistent(stats_path, counters_path):
+    """After every block was freed: luma holds nothing for the program, and what the
+    driver still holds is exactly luma's segments (its cache), byte for byte."""
+    stats = luma_stats(stats_path)
+    with open(counters_path) as f:
+        fake = {d["device"]: d for d in json.load(f)["devices"]}
+    devices = stats.get("devices", [])
+    check(devices, f"no devices in the statistics: {stats}")
+    for d in devices:
+        dev = d.get("device")
+        for key in ("allocated_bytes", "live_blocks"):
+            value = d.get(key)
+            value = value.get("current", value) if isinstance(value, dict) else value
+            check(value == 0, f"device {dev}: {key} = {value} after every block was freed")
+        segs = d.get("segments")
+        segs = segs.get("current", segs) if isinstance(segs, dict) else segs
+        reserved = d.get("reserved_bytes")
+        reserved = reserved.get("current", reserved) if isinstance(reserved, dict) else reserved
+        f = fake[dev]
+        check(d["cuda_malloc_calls"] - d["cuda_free_calls"] == segs,
+              f"device {dev}: {d['cuda_malloc_calls']} segment reserves - {d['cuda_free_calls']} "
+              f"releases != {segs} segments")
+        check(f["mem_alloc_calls"] == d["cuda_malloc_calls"],
+              f"device {dev}: the driver served {f['mem_alloc_calls']} allocations, luma made "
+              f"{d['cuda_malloc_calls']}")
+        check(f["live_allocations"] == segs,
+              f"device {dev}: the driver holds {f['live_allocations']} allocations, luma {segs} segments")
+        check(f["live_bytes"] == reserved,
+              f"device {dev}: the driver holds {f['live_bytes']} bytes, luma reserved {reserved}")
+    return stats
+
+
+# ---- cases ------------------------------------------------------------------------------
+
+def case_stress(threads, n):
+    d = work_dir(f"stress-{threads}-{n}")
+    stats, counters = os.path.join(d, "stats.json"), os.path.join(d, "counters.json")
+    env = base_env(True, LUMA_STATS="json", LUMA_STATS_FILE=stats, LUMA_FAKE_COUNTERS=counters)
+    t0 = time.monotonic()
+    p = run([PROG["rel_stress"], threads, n], env, timeout=max(TIMEOUT, int(n) // 200), expect=0)
+    took = time.monotonic() - t0
+    check(" 0 errors" in p.stdout, f"stress reported errors: {p.stdout}")
+    st = check_consistent(stats, counters)
+    print(p.stdout.strip())
+    print(f"stress: {took:.1f} s; statistics and driver agree: "
+          + ", ".join(f"device {d['device']}: {d.get('segments')} segments" for d in st["devices"]))
+
+
+def case_stress_plain(threads, n):
+    """The stress program itself, without luma: its checks must pass on the bare driver."""
+    p = run([PROG["rel_stress"], threads, n], base_env(False), expect=0)
+    print(p.stdout.strip())
+
+
+def case_faults(mode, *args):
+    d = work_dir(f"faults-{mode}")
+    stats, counters = os.path.join(d, "stats.json"), os.path.join(d, "counters.json")
+    for with_luma in (False, True):  # the program's own expectations hold on the bare driver
+        env = base_env(with_luma, LUMA_STATS="json", LUMA_STATS_FILE=stats,
+                       LUMA_FAKE_COUNTERS=counters)
+        p = run([PROG["rel_faults"], mode, *args], env, expect=0)
+        print(("luma: " if with_luma else "bare: ") + p.stdout.strip())
+    if mode != "lost" and mode != "lost-code":
+        check_consistent(stats, counters)
+
+
+def case_bad_calls():
+    for with_luma in (False, True):
+        p = run([PROG["rel_badinput"]], base_env(with_luma), expect=0)
+        print(("luma: " if with_luma else "bare: ") + p.stdout.strip())
+
+
+# Values a user may mistype, and worse. An empty value means unset (docs/settings.md).
+GARBAGE = ["yaml", "1e99", "-1", "TRUE!", "text,json", "%n%s%x%p", "\t", "key:", ":value",
+           "a" * 100000, "\u00e9\u00e8", "\u2603", "0x", "on off", "-", "null", "'\"`$(id)"]
+CONF_GARBAGE = GARBAGE + ["free_sync:sometimes", "max_split_size_mb:-5", "max_split_size_mb:1e3",
+                          "max_split_size_mb:99999999999999999999999", "caching:maybe",
+                          "free_sync:event,free_sync", ",,,,", "roundup_power2_divisions:[1:2]",
+                          "garbage_collection_threshold:1.5", "expandable_segments:True",
+                          "report_cached_as_free:2"]
+SETTINGS = {
+    "LUMA_CONF": CONF_GARBAGE,
+    "LUMA_STATS": GARBAGE,
+    "LUMA_LOG_LEVEL": GARBAGE,
+    "LUMA_DISABLE": GARBAGE,
+    "LUMA_STATS_FILE": ["/nonexistent/dir/stats", "/", "/proc/self/nope/x", "%", "%q%%%", "%p" * 5000],
+    "LUMA_LOG_FILE": ["/nonexistent/dir/log", "/", "/proc/1/mem"],
+}
+
+
+def case_bad_settings():
+    d = work_dir("bad-settings")
+    tried = 0
+    for name, values in SETTINGS.items():
+        for value in values:
+            env = base_env(True, **{name: value})
+            if name == "LUMA_STATS_FILE" and value.startswith("%p"):
+                env["LUMA_STATS_FILE"] = os.path.join(d, value)[:4000]
+            p = run([PROG["prog_driver"], "loop", "200", "4096"], env, timeout=60)
+            what = f"{name}={value[:40]!r}"
+            check(p.returncode == 0, f"{what}: the program exited {p.returncode}\n{p.stderr[-2000:]}")
+            check("loop: 200 alloc/free pairs" in p.stdout, f"{what}: the program's output changed")
+            warnings = [l for l in p.stderr.splitlines() if l.startswith("luma") and
+                        ("warning" in l or "error" in l) and "statistics" not in l.lower()]
+            if not value.strip():
+                # Blank counts as unset (docs/settings.md): silence is right, a line is too.
+                check(len(warnings) <= 1, f"{what}: more than one line for a blank value")
+            elif name in ("LUMA_STATS", "LUMA_LOG_LEVEL", "LUMA_DISABLE"):
+                check(len(warnings) == 1 and name in warnings[0],
+                      f"{what}: expected one line naming {name}, got {warnings}")
+            elif name == "LUMA_CONF":
+                # Empty entries (",,,") are skipped like unset ones; anything named is judged.
+                named = any(c.isalnum() for c in value)
+                check(len(warnings) >= (1 if named else 0) and
+                      all("LUMA_CONF" in w for w in warnings),
+                      f"{what}: expected lines naming LUMA_CONF, got {warnings}")
+            for line in warnings:
+                check(len(line) < 400 + len(value), f"{what}: an overlong warning line")
+            tried += 1
+    print(f"bad-settings: {tried} garbage values over {len(SETTINGS)} variables; the program ran "
+          "on every time, each bad value named")
+
+
+BAD_CSVS = {
+    "empty.csv": "",
+    "header-only.csv": "id,lower,upper,size\n",
+    "no-header.csv": "1,0,10,100\n",
+    "short-row.csv": "id,lower,upper,size\n1,0,10\n",
+    "long-row.csv": "id,lower,upper,size\n1,0,10,100,256,9,9\n",
+    "negative.csv": "id,lower,upper,size\n1,0,10,-100\n",
+    "reversed.csv": "id,lower,upper,size\n1,10,0,100\n",
+    "empty-lifetime.csv": "id,lower,upper,size\n1,5,5,100\n",
+    "huge.csv": "id,lower,upper,size\n1,0,10,99999999999999999999999999\n",
+    "zero-size.csv": "id,lower,upper,size\n1,0,10,0\n",
+    "letters.csv": "id,lower,upper,size\n1,zero,ten,big\n",
+    "bad-align.csv": "id,lower,upper,size,alignment\n1,0,10,100,3\n",
+    "dup-id.csv": "id,lower,upper,size\n1,0,10,100\n1,2,12,100\n",
+    "binary.csv": "id,lower,upper,size\n\x00\x01\x02\xff\n",
+    "crlf-garbage.csv": "id,lower,upper,size\r\n1,0,10,100\r\n\r\n,,,\r\n",
+    "quote.csv": "id,lower,upper,size\n\"1,0\",10,100\n",
+    "many-cols.csv": "id,lower,upper,size" + ",x" * 10000 + "\n",
+    "rmm-empty.csv": "Thread,Time,Action,Pointer,Size,Stream\n",
+    "rmm-unknown-free.csv": "Thread,Time,Action,Pointer,Size,Stream\n1,0.1,free,0x1000,100,0x0\n",
+    "rmm-bad-action.csv": "Thread,Time,Action,Pointer,Size,Stream\n1,0.1,explode,0x1000,100,0x0\n",
+    "rmm-bad-pointer.csv": "Thread,Time,Action,Pointer,Size,Stream\n1,0.1,allocate,zz,100,0x0\n",
+    "rmm-bad-size.csv": "Thread,Time,Action,Pointer,Size,Stream\n1,0.1,allocate,0x1000,-1,0x0\n",
+    "rmm-short.csv": "Thread,Time,Action,Pointer,Size,Stream\n1,0.1,allocate\n",
+    "rmm-double-alloc.csv": "Thread,Time,Action,Pointer,Size,Stream\n1,0,allocate,0x10,8,0\n1,1,allocate,0x10,8,0\n",
+    "rmm-huge.csv": "Thread,Time,Action,Pointer,Size,Stream\n1,0,allocate,0x10,1" + "0" * 40 + ",0\n",
+}
+
+
+def judge_cli(args, what, d, usage=False):
+    p = run([LUMA, *args], {"PATH": ENV.get("PATH", "/usr/bin:/bin")}, timeout=60)
+    err = [l for l in p.stderr.splitlines() if l.strip()]
+    if p.returncode == 0:
+        return "accepted"
+    # A bad command line is a usage error (CLI11: exit 2, plus a "Run with --help" line).
+    want = (1, 2) if usage else (1,)
+    check(p.returncode in want, f"{what}: exit {p.returncode}, expected 0 or {want}\n{p.stderr[-1500:]}")
+    check(len(err) >= 1, f"{what}: exit 1 without a message")
+    check(len(err) <= 2, f"{what}: expected one line naming the problem, got {len(err)}:\n"
+          + "\n".join(err[:5]))
+    check(len(err[0]) < 600, f"{what}: an overlong error line: {err[0][:200]}...")
+    return "rejected"
+
+
+def case_bad_cli_input():
+    d = work_dir("bad-cli")
+    verdicts = {}
+    for name, text in BAD_CSVS.items():
+        path = os.path.join(d, name)
+        with open(path, "w", encoding="latin-1") as f:
+            f.write(text)
+        for args in (["plan", "--time-limit", "0.2", path], ["stats", path],
+                     ["export", "--format", "csv", "-o", os.path.join(d, "out"), path]):
+            v = judge_cli(args, f"luma {' '.join(args[:-1])} {name}", d)
+            verdicts[v] = verdicts.get(v, 0) + 1
+    for args in (["plan", os.path.join(d, "missing.csv")], ["plan", d], ["stats", "/dev/null"],
+                 ["plan", "--strategy", "nope", os.path.join(d, "empty.csv")]):
+        v = judge_cli(args, "luma " + " ".join(args), d, usage=True)
+        check(v == "rejected", f"luma {' '.join(args)}: accepted")
+    print(f"bad-cli-input: {len(BAD_CSVS)} malformed CSV / RMM files x 3 commands + 4 bad "
+          f"invocations: {verdicts}; never a crash, a hang or more than one line")
+
+
+def case_bad_traces_cli():
+    """The reader test (tests/trace) cuts a small trace at every byte in-process; here a
+    sample of the same damage goes through the luma program: one line, exit 1."""
+    src = os.path.join(DATA, "golden_small.trace")
+    with open(src, "rb") as f:
+        good = f.read()
+    d = work_dir("bad-traces")
+    path = os.path.join(d, "t.trace")
+    rng = random.Random(7)
+    cuts = sorted(set(list(range(0, 64)) + list(range(64, len(good), 97)) + [len(good) - 1]))
+    tried = 0
+    for cut in cuts:
+        with open(path, "wb") as f:
+            f.write(good[:cut])
+        v = judge_cli(["stats", path], f"luma stats (cut at byte {cut})", d)
+        check(v == "rejected", f"luma stats accepted a trace cut at byte {cut} of {len(good)}")
+        tried += 1
+    for _ in range(150):
+        bad = bytearray(good)
+        for _ in range(rng.randint(1, 8)):
+            bad[rng.randrange(len(bad))] = rng.randrange(256)
+        with open(path, "wb") as f:
+            f.write(bad)
+        judge_cli(["stats", path], "luma stats (corrupted)", d)
+        judge_cli(["export", "--format", "csv", "-o", os.path.join(d, "o.csv"), path],
+                  "luma export (corrupted)", d)
+        tried += 1
+    print(f"bad-traces-cli: {tried} damaged traces through luma stats/export: every one "
+          "rejected or read, one line, no crash, no hang")
+
+
+def case_signal(which):
+    """SIGTERM / SIGINT while the program holds device memory: luma's statistics must be
+    written, then the program ends as it would have without luma (killed by the signal,
+    or its own handler's exit code)."""
+    d = work_dir(f"signal-{which}")
+    stats = os.path.join(d, "stats.json")
+    handler = which == "handler"
+    sigs = [signal.SIGTERM, signal.SIGINT] if handler else [getattr(signal, which)]
+    for sig in sigs:
+        if os.path.exists(stats):
+            os.remove(stats)
+        env = base_env(True, LUMA_STATS="json", LUMA_STATS_FILE=stats)
+        argv = [PROG["rel_signal"]] + (["handler"] if handler else [])
+        p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        try:
+            line = p.stdout.readline()
+            check(line.startswith("ready"), f"rel_signal did not get ready: {line!r}")
+            p.send_signal(sig)
+            _, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise Failed(f"{sig.name}: the program did not end within 60 s")
+        if handler:
+            check(p.returncode == 3, f"{sig.name}: the program's own handler should exit 3, "
+                  f"got {p.returncode}\n{err[-1500:]}")
+        else:
+            check(p.returncode == -sig, f"{sig.name}: the program should die by the signal "
+                  f"(its default disposition), got {p.returncode}\n{err[-1500:]}")
+        check(os.path.exists(stats), f"{sig.name}: no statistics written (not flushed on the signal)")
+        st = luma_stats(stats)
+        check(st.get("devices"), f"{sig.name}: statistics without devices: {st}")
+        print(f"signal {sig.name}{' (own handler)' if handler else ''}: statistics written, "
+              f"exit {p.returncode}")
+
+
+CASES = {
+    "stress": case_stress,
+    "stress-plain": case_stress_plain,
+    "faults": case_faults,
+    "bad-calls": case_bad_calls,
+    "bad-settings": case_bad_settings,
+    "bad-cli-input": case_bad_cli_input,
+    "bad-traces-cli": case_bad_traces_cli,
+    "signal": case_signal,
+}
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] not in CASES:
+        print(f"usage: reliability.py {{{'|'.join(CASES)}}} [ARGS]", file=sys.stderr)
+        return 2
+    if not LIB or not os.path.exists(LIB):
+        print("reliability.py: LUMA_REL_LIB not set: skipped", file=sys.stderr)
+        return 77
+    try:
+        CASES[sys.argv[1]](*sys.argv[2:])
+    except Failed as e:
+        print(f"reliability {' '.join(sys.argv[1:])}: FAILED: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+// run_command.cpp - `luma run [--trace FILE] [--stacks N] [--stats text|json|off] --
+// PROGRAM ARGS...`: runs the program with libluma.so preloaded and the trace on, returns
+// its exit status (128 + N when signal N ended it), and then says where the trace went and
+// the command that analyses it, as heaptrack does.
+// While the program runs, luma ignores SIGINT and SIGQUIT (the terminal delivers them to
+// the program too, which decides) and passes SIGTERM on to it, so the report still comes.
+// It never changes the program's arguments, working directory or other environment.
+#include <fmt/core.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "preload_library.h"
+#include "trace_location.h"
+
+extern char** environ;
+
+namespace luma::tools {
+namespace {
+
+// The name libluma.so gives a trace when luma run is not told one (docs/settings.md).
+constexpr const char* kDefaultTrace = "luma.%e.%p.trace";
+// What a shell returns when the program cannot be started.
+constexpr int kExitCannotRun = 127;
+constexpr int kExitSignalBase = 128;
+
+struct RunOptions {
+  std::string trace = kDefaultTrace;
+  std::string stats;
+  unsigned stacks = 0;
+  std::vector<std::string> command;
+};
+
+volatile sig_atomic_t g_child = 0;
+
+void forward_term(int sig) {
+  if (g_child > 0) ::kill(static_cast<pid_t>(g_child), sig);
+}
+
+std::string self_path() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "luma";
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+// Same order as libluma.so (shim/stats_output.h).
+std::string rank_from_env() {
+  for (const char* name : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') return v;
+  }
+  return "0";
+}
+
+std::vector<std::string> child_environment(const std::map<std::string, std::string>& set) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    const std::string name =
+        eq ? std::string(*e, static_cast<std::size_t>(eq - *e)) : std::string(*e);
+    if (!set.count(name)) env.emplace_back(*e);
+  }
+  for (const auto& [k, v] : set) env.push_back(k + "=" + v);
+  return env;
+}
+
+long long mtime_ns(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return -1;
+  return st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
+}
+
+long long now_realtime_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_REALTIME, &t);
+  return t.tv_sec * 1'000'000'000LL + t.tv_nsec;
+}
+
+int run_program(const RunOptions& o) {
+  const LibrarySearch lib = find_preload_library(self_path());
+  if (lib.found.empty()) {
+    std::string where;
+    for (const auto& t : lib.tried) where += "\n  " + t;
+    std::fprintf(stderr, "luma run: libluma.so not found; looked for:%s\n", where.c_str());
+    return kExitFailure;
+  }
+  std::map<std::string, std::string> set = {
+      {"LD_PRELOAD", prepend_preload(lib.found, std::getenv("LD_PRELOAD"))},
+      {"LUMA_TRACE", o.trace},
+  };
+  if (o.stacks > 0) set["LUMA_TRACE_STACKS"] = std::to_string(o.stacks);
+  if (!o.stats.empty()) set["LUMA_STATS"] = o.stats;
+  std::vector<std::string> env = child_environment(set);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = o.command;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  // The program gets the default dispositions of the signals luma handles itself.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  for (int sig : {SIGINT, SIGQUIT, SIGTERM}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+
+  struct sigaction ignore {}, forward {}, old_int {}, old_quit {}, old_term {};
+  ignore.sa_handler = SIG_IGN;
+  forward.sa_handler = forward_term;
+  sigemptyset(&ignore.sa_mask);
+  sigemptyset(&forward.sa_mask);
+  sigaction(SIGINT, &ignore, &old_int);
+  sigaction(SIGQUIT, &ignore, &old_quit);
+  sigaction(SIGTERM, &forward, &old_term);
+
+  const long long started = now_realtime_ns();
+  pid_t pid = 0;
+  const int err = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  int status = 0;
+  if (err == 0) {
+    g_child = pid;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    g_child = 0;
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGQUIT, &old_quit, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  if (err != 0) {
+    std::fprintf(stderr, "luma run: cannot run '%s': %s\n", argv[0], std::strerror(err));
+    return kExitCannotRun;
+  }
+
+  const int code = WIFEXITED(status)     ? WEXITSTATUS(status)
+                   : WIFSIGNALED(status) ? kExitSignalBase + WTERMSIG(status)
+                                         : kExitFailure;
+  std::vector<std::string> traces =
+      find_written_traces(o.trace, {static_cast<long>(pid), host_name(), rank_from_env()});
+  // A pattern without %p may name a file an earlier run left: only this run's count.
+  std::erase_if(traces, [&](const std::string& t) { return mtime_ns(t) + 1'000'000'000LL < started; });
+  const std::string outcome = WIFSIGNALED(status)
+                                  ? fmt::format("killed by signal {}", WTERMSIG(status))
+                                  : fmt::format("exit status {}", code);
+  if (traces.empty()) {
+    std::fprintf(stderr,
+                 "luma: %s (pid %d, %s) wrote no trace: it made no device allocation through "
+                 "luma\n",
+                 argv[0], static_cast<int>(pid), outcome.c_str());
+  } else {
+    std::fprintf(stderr, "luma: trace of %s (pid %d, %s) written to %s\n", argv[0],
+                 static_cast<int>(pid), outcome.c_str(), traces.front().c_str());
+    std::fprintf(stderr, "luma: analyse it with: luma stats %s\n", traces.front().c_str());
+  }
+  return code;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run a program with libluma.so preloaded and its allocations traced");
+  cmd->add_option("--trace", o->trace,
+                  std::string("trace file name; %p pid, %h host, %r rank, %e executable "
+                              "(default ") +
+                      kDefaultTrace + ")");
+  cmd->add_option("--stacks", o->stacks,
+                  "record up to N return addresses with each allocation (LUMA_TRACE_STACKS)")
+      ->check(CLI::Range(0u, 128u));
+  cmd->add_option("--stats", o->stats, "statistics at exit: text (default), json or off")
+      ->check(CLI::IsMember({"text", "json", "off"}));
+  cmd->add_option("command", o->command, "PROGRAM ARGS... (after --)")->required();
+  // Arguments after the program are the program's, even when they look like options.
+  cmd->prefix_command();
+  cmd->footer("Exit status: the program's (128 + N when signal N ended it), 127 when it "
+              "cannot be started, 2 for a bad command line.");
+  cmd->callback([o, cmd] {
+    RunOptions run = *o;
+    std::vector<std::string> rest = cmd->remaining();
+    if (!(rest.size() == 1 && rest[0] == "--"))
+      run.command.insert(run.command.end(), rest.begin(), rest.end());
+    const int code = run_program(run);
+    if (code != kExitOk) throw ExitCode{code};
+  });
+}
+
+}  // namespace luma::tools

@@ -1,0 +1,68 @@
+// trace_location.cpp - see trace_location.h.
+#include "trace_location.h"
+
+#include <glob.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+
+namespace luma::tools {
+namespace {
+
+void append_literal(std::string& glob_pattern, char c) {
+  if (c == '*' || c == '?' || c == '[' || c == '\\') glob_pattern += '\\';
+  glob_pattern += c;
+}
+
+void append_literal(std::string& glob_pattern, const std::string& text) {
+  for (char c : text) append_literal(glob_pattern, c);
+}
+
+std::string to_glob(const std::string& pattern, const TraceNameFields& f) {
+  std::string g;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c != '%' || i + 1 == pattern.size()) {
+      append_literal(g, c);
+      continue;
+    }
+    const char k = pattern[++i];
+    switch (k) {
+      case 'p': append_literal(g, std::to_string(f.pid)); break;
+      case 'h': append_literal(g, f.host); break;
+      case 'r': append_literal(g, f.rank); break;
+      case 'e': g += '*'; break;
+      case '%': append_literal(g, '%'); break;
+      default:
+        append_literal(g, '%');
+        append_literal(g, k);
+    }
+  }
+  return g;
+}
+
+}  // namespace
+
+std::vector<std::string> find_written_traces(const std::string& pattern,
+                                             const TraceNameFields& fields) {
+  const std::string g = to_glob(pattern, fields);
+  std::vector<std::string> found;
+  for (const std::string& candidate : {g, g + "." + std::to_string(fields.pid)}) {
+    glob_t result{};
+    if (::glob(candidate.c_str(), 0, nullptr, &result) == 0) {
+      for (std::size_t i = 0; i < result.gl_pathc; ++i) found.emplace_back(result.gl_pathv[i]);
+    }
+    globfree(&result);
+  }
+  auto mtime = [](const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 ? st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec
+                                       : 0LL;
+  };
+  std::sort(found.begin(), found.end(),
+            [&](const std::string& a, const std::string& b) { return mtime(a) > mtime(b); });
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  return found;
+}
+
+}  // namespace luma::tools

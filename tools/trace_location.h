@@ -1,0 +1,23 @@
+// trace_location.h - after `luma run`, the trace file(s) the program's process wrote: the
+// LUMA_TRACE pattern expanded as libluma.so expands it (%p pid, %h host, %r rank,
+// %e executable name, %%), with the executable name matched by a wildcard (the tool knows
+// the pid it started, not what the process called itself after an exec), plus the
+// NAME.PID form libluma.so falls back to when the name was in use.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace luma::tools {
+
+struct TraceNameFields {
+  long pid = 0;
+  std::string host;
+  std::string rank;
+};
+
+// Existing files the process `fields.pid` may have written for `pattern`, newest first.
+std::vector<std::string> find_written_traces(const std::string& pattern,
+                                             const TraceNameFields& fields);
+
+}  // namespace luma::tools
