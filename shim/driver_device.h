@@ -29,6 +29,17 @@ class DriverDevice final : public core::Device {
   bool release(void* base, std::size_t bytes) noexcept override;
 
   core::Fence record_fence() noexcept override;
+  // free_sync:event batches frees into epochs closed by one fence (recording it after the
+  // frees is conservative, so still safe); none needs no fence; device keeps one
+  // synchronization per free, its documented meaning.
+  core::FenceMode fence_mode() const noexcept override {
+    switch (policy_) {
+      case core::FreeSync::none: return core::FenceMode::none;
+      case core::FreeSync::event: return core::FenceMode::batched;
+      case core::FreeSync::device: return core::FenceMode::per_free;
+    }
+    return core::FenceMode::per_free;
+  }
   bool fence_done(core::Fence fence) noexcept override;
   void fence_wait(core::Fence fence) noexcept override;
   void fence_release(core::Fence fence) noexcept override;
