@@ -24,6 +24,7 @@ enum class AllocStatus : std::uint8_t {
   ok = 0,
   invalid_size,   // zero bytes (the driver returns CUDA_ERROR_INVALID_VALUE)
   out_of_memory,  // the device refused, after releasing the cache and retrying
+  device_error,   // the device failed otherwise (AllocResult::device_error says how)
 };
 
 enum class FreeStatus : std::uint8_t {
@@ -36,6 +37,7 @@ enum class FreeStatus : std::uint8_t {
 struct AllocResult {
   void* ptr = nullptr;
   AllocStatus status = AllocStatus::ok;
+  int device_error = 0;  // status device_error: the device's own code (Reservation::error)
 };
 
 // An address range: the segment (segment_of) or the live block (block_of) a pointer lies in.

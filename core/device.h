@@ -3,8 +3,11 @@
 //
 // Contract (every implementation: the shim's driver device, tests' host device):
 // - reserve(bytes): bytes > 0 and a multiple of the allocator's alignment. Returns the base
-//   of a new segment of exactly that many bytes, aligned to at least 256 B, or nullptr when
-//   the device has no memory. Never throws. Never calls back into the allocator.
+//   of a new segment of exactly that many bytes, aligned to at least 256 B; or no base and
+//   why: out of memory (error 0: the allocator releases its cache and retries once), or
+//   the device's own error code (a lost device, a sticky error: retrying cannot help, so
+//   the allocator hands the code to its caller unchanged). Never throws. Never calls back
+//   into the allocator.
 // - release(base, bytes): base/bytes exactly as returned by one reserve. Returns false if
 //   the device reports an error (the allocator then keeps the segment).
 // - fences: a fence is a token for "all work issued so far" on every stream that could use
@@ -38,11 +41,20 @@ inline constexpr Fence kNoFence = 0;
 
 enum class FenceMode : std::uint8_t { per_free, batched, none };  // see the contract above
 
+// What reserve() gives back: a segment, or the reason there is none.
+struct Reservation {
+  void* base = nullptr;
+  int error = 0;  // when base is null: 0 = out of memory, else the device's own error code
+
+  static Reservation out_of_memory() noexcept { return {}; }
+  static Reservation failed(int code) noexcept { return {nullptr, code}; }
+};
+
 class Device {
  public:
   virtual ~Device() = default;
 
-  virtual void* reserve(std::size_t bytes) noexcept = 0;
+  virtual Reservation reserve(std::size_t bytes) noexcept = 0;
   virtual bool release(void* base, std::size_t bytes) noexcept = 0;
 
   virtual FenceMode fence_mode() const noexcept { return FenceMode::per_free; }

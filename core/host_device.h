@@ -29,23 +29,23 @@ class HostDevice final : public Device {
   HostDevice& operator=(const HostDevice&) = delete;
 
   // ---- Device -----------------------------------------------------------------------
-  void* reserve(std::size_t bytes) noexcept override {
+  Reservation reserve(std::size_t bytes) noexcept override {
     std::lock_guard<std::mutex> lock(mu_);
     ++reserve_calls_;
     if (fail_reserves_ > 0) {
       --fail_reserves_;
-      return nullptr;
+      return Reservation::failed(fail_code_);
     }
     if (bytes == 0 || bytes % alignment_ != 0) {
       ++contract_violations_;
-      return nullptr;
+      return Reservation::out_of_memory();
     }
-    if (in_use_ > capacity_ || bytes > capacity_ - in_use_) return nullptr;
+    if (in_use_ > capacity_ || bytes > capacity_ - in_use_) return Reservation::out_of_memory();
     void* p = std::aligned_alloc(alignment_, bytes);
-    if (p == nullptr) return nullptr;
+    if (p == nullptr) return Reservation::out_of_memory();
     segments_[p] = bytes;
     in_use_ += bytes;
-    return p;
+    return {p, 0};
   }
 
   bool release(void* base, std::size_t bytes) noexcept override {
@@ -107,7 +107,12 @@ class HostDevice final : public Device {
 
   // ---- test controls ----------------------------------------------------------------
   void set_capacity(std::size_t bytes) { std::lock_guard<std::mutex> l(mu_); capacity_ = bytes; }
-  void fail_next_reserves(int n) { std::lock_guard<std::mutex> l(mu_); fail_reserves_ = n; }
+  // The next n reserves fail: out of memory (code 0), or with the device error `code`.
+  void fail_next_reserves(int n, int code = 0) {
+    std::lock_guard<std::mutex> l(mu_);
+    fail_reserves_ = n;
+    fail_code_ = code;
+  }
   void set_fail_releases(bool fail) { std::lock_guard<std::mutex> l(mu_); fail_releases_ = fail; }
   // When enabled, freed blocks get fences (batched into epochs unless set_fence_mode says
   // per_free) that stay pending until complete_fence. Set before making the allocator:
@@ -160,6 +165,7 @@ class HostDevice final : public Device {
   std::size_t in_use_ = 0;
   std::map<void*, std::size_t> segments_;
   int fail_reserves_ = 0;
+  int fail_code_ = 0;
   bool fail_releases_ = false;
   bool fences_enabled_ = false;
   bool idle_ = false;

@@ -14,7 +14,8 @@ namespace luma::shim {
 DriverDevice::ScopedContext::ScopedContext(const RealDriver& d, CUcontext ctx) noexcept : d_(d) {
   CUcontext current = nullptr;
   if (d_.ctx_get_current(&current) == CUDA_SUCCESS && current == ctx) return;
-  ok_ = d_.ctx_push_current(ctx) == CUDA_SUCCESS;
+  error_ = d_.ctx_push_current(ctx);
+  ok_ = error_ == CUDA_SUCCESS;
   pushed_ = ok_;
 }
 
@@ -25,17 +26,18 @@ DriverDevice::ScopedContext::~ScopedContext() {
   }
 }
 
-void* DriverDevice::reserve(std::size_t bytes) noexcept {
+core::Reservation DriverDevice::reserve(std::size_t bytes) noexcept {
   ScopedContext scope(driver_, ctx_);
-  if (!scope.ok()) return nullptr;
+  if (!scope.ok()) return core::Reservation::failed(scope.error());
   CUdeviceptr p = 0;
   CUresult r = driver_.mem_alloc(&p, bytes);
-  if (r == CUDA_SUCCESS) return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p));
-  if (r != CUDA_ERROR_OUT_OF_MEMORY) {
-    ++driver_errors_;
-    log().warn("cuMemAlloc_v2({} bytes) for a new segment failed with error {}", bytes, r);
-  }
-  return nullptr;
+  if (r == CUDA_SUCCESS) return {reinterpret_cast<void*>(static_cast<std::uintptr_t>(p)), 0};
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) return core::Reservation::out_of_memory();
+  // Anything else (a lost device, a sticky error) goes back to the program unchanged:
+  // releasing the cache and retrying cannot mend it.
+  ++driver_errors_;
+  log().warn("cuMemAlloc_v2({} bytes) for a new segment failed with error {}", bytes, static_cast<int>(r));
+  return core::Reservation::failed(static_cast<int>(r));
 }
 
 bool DriverDevice::release(void* base, std::size_t bytes) noexcept {

@@ -25,7 +25,7 @@ class DriverDevice final : public core::Device {
       : driver_(driver), ctx_(ctx), policy_(policy), streams_(streams) {}
   ~DriverDevice() override = default;  // events are left to the driver: see process exit
 
-  void* reserve(std::size_t bytes) noexcept override;
+  core::Reservation reserve(std::size_t bytes) noexcept override;
   bool release(void* base, std::size_t bytes) noexcept override;
 
   core::Fence record_fence() noexcept override;
@@ -60,11 +60,13 @@ class DriverDevice final : public core::Device {
     ScopedContext(const RealDriver& d, CUcontext ctx) noexcept;
     ~ScopedContext();
     bool ok() const noexcept { return ok_; }
+    int error() const noexcept { return static_cast<int>(error_); }  // when !ok()
 
    private:
     const RealDriver& d_;
     bool pushed_ = false;
     bool ok_ = true;
+    CUresult error_ = CUDA_SUCCESS;
   };
 
   CUevent take_event() noexcept;

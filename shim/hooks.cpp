@@ -82,6 +82,8 @@ CUresult serve_alloc(State& s, CUdeviceptr* dptr, std::size_t bytes, EntryPoint 
       return CUDA_ERROR_INVALID_VALUE;
     case core::AllocStatus::out_of_memory:
       return CUDA_ERROR_OUT_OF_MEMORY;
+    case core::AllocStatus::device_error:  // the driver's own code, as the real call gives it
+      return static_cast<CUresult>(r.device_error);
   }
   return CUDA_ERROR_UNKNOWN;
 }

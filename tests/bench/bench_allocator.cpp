@@ -24,9 +24,9 @@ using luma::bench::AddressSpace;
 class AddressOnlyDevice final : public luma::core::Device {
  public:
   luma::core::FenceMode fence_mode() const noexcept override { return luma::core::FenceMode::batched; }
-  void* reserve(std::size_t bytes) noexcept override {
+  luma::core::Reservation reserve(std::size_t bytes) noexcept override {
     ++reserves_;
-    return space_.take(bytes);
+    return {space_.take(bytes), 0};
   }
   bool release(void*, std::size_t) noexcept override { return true; }
   std::uint64_t reserves() const noexcept { return reserves_; }

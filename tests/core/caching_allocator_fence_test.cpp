@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "allocator_test_util.h"
+#include "epoch.h"
 #include "host_device.h"
 
 namespace luma::core {
@@ -117,6 +118,32 @@ TEST_F(FenceTest, TheEpochClosesAtItsBlockAndByteBounds) {
   ASSERT_EQ(b.free(big), FreeStatus::ok);  // 1 MiB + 4 KiB >= the bound
   EXPECT_EQ(dev.fences_recorded(), 2u);
   LUMA_EXPECT_CLEAN(b);
+}
+
+TEST_F(FenceTest, AnEpochNeverHoldsMoreThanItsCapacity) {
+  // A bound above what an epoch can list is capped: the epoch closes when it is full.
+  CachingAllocator a(dev, 0, epoch_of(100'000));
+  std::vector<void*> v;
+  for (std::size_t i = 0; i < Epoch::kCapacity + 1; ++i) v.push_back(must_alloc(a, 4096));
+  for (std::size_t i = 0; i < Epoch::kCapacity; ++i) ASSERT_EQ(a.free(v[i]), FreeStatus::ok);
+  EXPECT_EQ(dev.fences_recorded(), 1u);
+  ASSERT_EQ(a.free(v.back()), FreeStatus::ok);  // opens the next epoch
+  EXPECT_EQ(dev.fences_recorded(), 1u);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST_F(FenceTest, APendingBlockIsNoLiveBlockForAddressQueries) {
+  CachingAllocator a(dev, 0);
+  void* p = must_alloc(a, 4096);
+  void* keep = must_alloc(a, 4096);
+  SegmentRange r;
+  ASSERT_TRUE(a.block_of(static_cast<char*>(p) + 100, &r));
+  ASSERT_EQ(a.free(p), FreeStatus::ok);  // pending: its fence is open
+  EXPECT_FALSE(a.block_of(static_cast<char*>(p) + 100, &r));
+  EXPECT_FALSE(a.block_of(p, &r));
+  EXPECT_FALSE(a.owns(p));
+  EXPECT_TRUE(a.block_of(static_cast<char*>(keep) + 100, &r));
+  LUMA_EXPECT_CLEAN(a);
 }
 
 TEST_F(FenceTest, PerFreeDevicesGetAFenceAtEveryFree) {
@@ -246,7 +273,7 @@ TEST_F(FenceTest, NoFenceModeMeansReusableAtOnce) {
 class ClockDevice final : public Device {
  public:
   explicit ClockDevice(std::mt19937_64& rng) : rng_(rng) {}
-  void* reserve(std::size_t bytes) noexcept override { return host_.reserve(bytes); }
+  Reservation reserve(std::size_t bytes) noexcept override { return host_.reserve(bytes); }
   bool release(void* base, std::size_t bytes) noexcept override { return host_.release(base, bytes); }
   FenceMode fence_mode() const noexcept override { return FenceMode::batched; }
   Fence record_fence() noexcept override {

@@ -1,7 +1,9 @@
 // caching_allocator_oom_test.cpp - the out-of-memory path: when the device refuses a
 // segment, the cache is released (pending frees waited for first) and the reservation
 // retried once; a second refusal is a clean out_of_memory that changes nothing else, and
-// the allocator works again once memory comes back.
+// the allocator works again once memory comes back. A device error other than
+// out-of-memory (a lost device, a sticky error) is no reason to release the cache: it is
+// handed to the caller unchanged, counted apart, and nothing else changes.
 #include "caching_allocator.h"
 
 #include <gtest/gtest.h>
@@ -95,6 +97,47 @@ TEST(OutOfMemory, PendingFreesAreWaitedForAndReleased) {
   EXPECT_EQ(dev.fences_waited(), (std::vector<Fence>{1}));
   EXPECT_EQ(dev.fences_released(), 1u);
   EXPECT_EQ(a.stats().num_alloc_retries, 1u);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST(DeviceError, IsReturnedWithItsCodeWithoutReleasingTheCacheOrRetrying) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  RecordingSink sink;
+  a.set_event_sink(&sink);
+  ASSERT_EQ(a.free(must_alloc(a, 1024)), FreeStatus::ok);  // a cached small segment
+  void* held = must_alloc(a, 2048);
+  const DeviceStats before = a.stats();
+  const std::size_t events_before = sink.events.size();
+  dev.fail_next_reserves(1, 46);  // CUDA_ERROR_DEVICE_UNAVAILABLE, say
+  const AllocResult r = a.allocate(8 * MiB);  // needs a new (large) segment
+  EXPECT_EQ(r.status, AllocStatus::device_error);
+  EXPECT_EQ(r.device_error, 46);
+  EXPECT_EQ(r.ptr, nullptr);
+  LUMA_ASSERT_CLEAN(a);
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(s.num_device_errors, 1u);
+  EXPECT_EQ(s.num_ooms, 0u) << "not an out-of-memory";
+  EXPECT_EQ(s.num_alloc_retries, 0u) << "no retry: releasing the cache cannot mend it";
+  EXPECT_EQ(s.num_device_free, before.num_device_free) << "the cache was not released";
+  EXPECT_EQ(s.segment.all.current, before.segment.all.current);
+  EXPECT_EQ(dev.reserve_calls(), 1u + 1u);  // one small segment made, then the failed call
+  EXPECT_EQ(sink.events.size(), events_before) << "no oom event";
+  EXPECT_TRUE(a.owns(held));
+  // The device is back: the same request succeeds.
+  void* p = must_alloc(a, 8 * MiB);
+  EXPECT_NE(p, nullptr);
+  LUMA_EXPECT_CLEAN(a);
+}
+
+TEST(DeviceError, ServedFromTheCacheNeedsNoDevice) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  ASSERT_EQ(a.free(must_alloc(a, 4096)), FreeStatus::ok);
+  dev.fail_next_reserves(5, 46);
+  void* p = must_alloc(a, 4096);  // the cached block: the failing device is never asked
+  EXPECT_NE(p, nullptr);
+  EXPECT_EQ(a.stats().num_device_errors, 0u);
   LUMA_EXPECT_CLEAN(a);
 }
 

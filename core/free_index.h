@@ -1,0 +1,118 @@
+// free_index.h - the free blocks of one pool (and one side of max_split_size), TLSF-style:
+// segregated lists found through a two-level bitmap, so best fit costs a few bit scans
+// whatever the number of free blocks.
+//
+// Size classes: first level = the power of two of the size in alignment units, second
+// level = 64 linear subdivisions of it. Fit policy, "good fit within 1/64": the head of the
+// request's own class when it is big enough (exact reuse: a freed block goes to the head,
+// so a program that frees and asks again for one size gets that very block back), else the
+// head of the next non-empty class (every block there fits, and is at most 1/64 of its
+// class width away from that class's smallest size). Only when that finds nothing either
+// is the whole own class scanned, so a fitting block is never ignored in favour of a new
+// segment; that rare scan precedes a device call, which costs far more.
+// Lists are LIFO and doubly linked (removal from the middle is O(1) when blocks merge).
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+#include "block.h"
+
+namespace luma::core {
+
+class FreeIndex {
+ public:
+  static constexpr unsigned kSlBits = 6;
+  static constexpr unsigned kSl = 1u << kSlBits;  // 64 subdivisions: good fit within 1/64
+  static constexpr unsigned kFl = 64;
+
+  struct Class {
+    unsigned fl;
+    unsigned sl;
+  };
+
+  void set_unit_shift(unsigned shift) noexcept { unit_shift_ = shift; }
+
+  Class class_of(std::size_t size) const noexcept {
+    const std::uint64_t u = static_cast<std::uint64_t>(size) >> unit_shift_;
+    if (u < kSl) return {0, static_cast<unsigned>(u)};
+    const unsigned m = static_cast<unsigned>(std::bit_width(u)) - 1;  // >= kSlBits
+    return {m - kSlBits + 1, static_cast<unsigned>((u >> (m - kSlBits)) - kSl)};
+  }
+
+  void insert(Block* b) noexcept {
+    const Class c = class_of(b->size);
+    b->fl = static_cast<std::uint8_t>(c.fl);
+    b->sl = static_cast<std::uint8_t>(c.sl);
+    Block*& head = heads_[c.fl][c.sl];
+    b->list_prev = nullptr;
+    b->list_next = head;
+    if (head != nullptr) head->list_prev = b;
+    head = b;
+    sl_map_[c.fl] |= std::uint64_t{1} << c.sl;
+    fl_map_ |= std::uint64_t{1} << c.fl;
+    ++count_;
+  }
+
+  void remove(Block* b) noexcept {
+    if (b->list_prev != nullptr) {
+      b->list_prev->list_next = b->list_next;
+    } else {
+      heads_[b->fl][b->sl] = b->list_next;
+      if (b->list_next == nullptr) {
+        sl_map_[b->fl] &= ~(std::uint64_t{1} << b->sl);
+        if (sl_map_[b->fl] == 0) fl_map_ &= ~(std::uint64_t{1} << b->fl);
+      }
+    }
+    if (b->list_next != nullptr) b->list_next->list_prev = b->list_prev;
+    b->list_prev = b->list_next = nullptr;
+    --count_;
+  }
+
+  Block* find(std::size_t size) const noexcept {
+    const Class c = class_of(size);
+    Block* own = heads_[c.fl][c.sl];
+    if (own != nullptr && own->size >= size) return own;
+    // The next non-empty class: every block in it is larger than any size of this class.
+    std::uint64_t sl_map = c.sl + 1 < kSl ? sl_map_[c.fl] & (~std::uint64_t{0} << (c.sl + 1)) : 0;
+    unsigned fl = c.fl;
+    if (sl_map == 0) {
+      const std::uint64_t fl_map = c.fl + 1 < kFl ? fl_map_ & (~std::uint64_t{0} << (c.fl + 1)) : 0;
+      if (fl_map != 0) {
+        fl = static_cast<unsigned>(std::countr_zero(fl_map));
+        sl_map = sl_map_[fl];
+      }
+    }
+    if (sl_map != 0) return heads_[fl][static_cast<unsigned>(std::countr_zero(sl_map))];
+    Block* best = nullptr;  // rare: see the file comment
+    for (Block* b = own; b != nullptr; b = b->list_next)
+      if (b->size >= size && (best == nullptr || b->size < best->size)) best = b;
+    return best;
+  }
+
+  std::size_t count() const noexcept { return count_; }
+
+  // For check(): calls f(class, head) for every class; the bitmaps' view of each class.
+  template <typename F>
+  void for_each_class(F&& f) const {
+    for (unsigned fl = 0; fl < kFl; ++fl)
+      for (unsigned sl = 0; sl < kSl; ++sl) f(Class{fl, sl}, heads_[fl][sl]);
+  }
+  bool bitmap_says_nonempty(Class c) const noexcept {
+    return ((sl_map_[c.fl] >> c.sl) & 1u) != 0 && ((fl_map_ >> c.fl) & 1u) != 0;
+  }
+  bool fl_bit_matches(unsigned fl) const noexcept {
+    return (((fl_map_ >> fl) & 1u) != 0) == (sl_map_[fl] != 0);
+  }
+
+ private:
+  unsigned unit_shift_ = 8;
+  std::uint64_t fl_map_ = 0;
+  std::array<std::uint64_t, kFl> sl_map_{};
+  std::array<std::array<Block*, kSl>, kFl> heads_{};
+  std::size_t count_ = 0;
+};
+
+}  // namespace luma::core
