@@ -135,6 +135,8 @@ struct CachingAllocator::Impl {
   Epoch open_epoch;
   EpochRing closed;
   std::array<std::size_t, kPools> closed_blocks{};
+  // Segments forgotten with a lost context (drop_device_memory): neither held nor freed.
+  std::uint64_t segments_dropped = 0;
 
   // ---- helpers ----------------------------------------------------------------------
   void emit(EventKind kind, std::uintptr_t addr, std::size_t size, std::size_t requested) noexcept {
@@ -530,31 +532,59 @@ struct CachingAllocator::Impl {
         segments[keep++] = s;  // the device kept it, so do we
         continue;
       }
-      const Pool p = s->pool;
-      for (Block* b = s->first; b != nullptr;) {
-        Block* next = b->next;
-        if (b->state == BlockState::in_use) {  // allocated: drain_pending left none pending
-          LiveBlock lb;
-          live.take(b->addr, &lb);
+      forget_segment(s);
+      ++stats.num_device_free;
+    }
+    segments.resize(keep);
+  }
+
+  // The device's memory is gone with its context: every segment and block is forgotten,
+  // no device call made, pending fences given back unchecked (their events went too).
+  void drop_device_memory() noexcept {
+    while (!closed.empty()) {
+      dev.fence_release(closed.oldest().fence);
+      closed.pop();
+    }
+    closed_blocks = {};
+    reset_open_epoch();
+    segments_dropped += segments.size();
+    for (Segment* s : segments) forget_segment(s);
+    segments.clear();
+    ++stats.num_context_resets;
+  }
+
+  // Drops one segment and its blocks from every structure and statistic, as if each live
+  // block had been freed and the segment released (the caller counts the release).
+  // Pending blocks must no longer be listed in an epoch that will complete them.
+  void forget_segment(Segment* s) noexcept {
+    const Pool p = s->pool;
+    for (Block* b = s->first; b != nullptr;) {
+      Block* next = b->next;
+      if (b->state == BlockState::in_use) {
+        LiveBlock lb;
+        if (live.take(b->addr, &lb)) {  // allocated (else pending: its free was counted)
           stats.allocation.sub(p, 1);
           stats.allocated_bytes.sub(p, b->size);
           stats.requested_bytes.sub(p, lb.requested());
-          stats.active.sub(p, 1);
-          stats.active_bytes.sub(p, b->size);
-        } else {
-          index_remove(b);
-          if (b->is_split()) {
-            stats.inactive_split.sub(p, 1);
-            stats.inactive_split_bytes.sub(p, b->size);
-          }
+          emit(EventKind::free_requested, b->addr, b->size, 0);
         }
-        blocks.put(b);
-        b = next;
+        stats.active.sub(p, 1);
+        stats.active_bytes.sub(p, b->size);
+        emit(EventKind::free_completed, b->addr, b->size, 0);
+      } else {
+        index_remove(b);
+        if (b->is_split()) {
+          stats.inactive_split.sub(p, 1);
+          stats.inactive_split_bytes.sub(p, b->size);
+        }
       }
-      drop_segment_stats(s);
-      segment_records.put(s);
+      blocks.put(b);
+      b = next;
     }
-    segments.resize(keep);
+    stats.segment.sub(p, 1);
+    stats.reserved_bytes.sub(p, s->size);
+    emit(EventKind::segment_release, s->base, s->size, 0);
+    segment_records.put(s);
   }
 
   std::vector<std::string> check() const;
@@ -769,8 +799,9 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
   for (std::size_t p = 0; p < kPools; ++p)
     if (t[p].reserved != t[p].allocated_bytes + t[p].pending_bytes + t[p].free_bytes)
       fail(fmt::format("{} pool: reserved {} != allocated + pending + free", pool_name(static_cast<Pool>(p)), t[p].reserved));
-  if (stats.num_device_alloc - stats.num_device_free != static_cast<std::uint64_t>(t[0].segments + t[1].segments))
-    fail("device alloc calls - device free calls != segments");
+  if (stats.num_device_alloc - stats.num_device_free - segments_dropped !=
+      static_cast<std::uint64_t>(t[0].segments + t[1].segments))
+    fail("device alloc calls - device free calls - segments lost with a context != segments");
   return v;
 }
 
@@ -807,6 +838,11 @@ std::size_t CachingAllocator::empty_cache() noexcept {
 void CachingAllocator::release_all() noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   impl_->release_all();
+}
+
+void CachingAllocator::drop_device_memory() noexcept {
+  std::lock_guard<AllocatorLock> lock(impl_->mu);
+  impl_->drop_device_memory();
 }
 
 bool CachingAllocator::owns(const void* ptr, std::size_t* size) const noexcept {

@@ -65,6 +65,12 @@ class CachingAllocator {
   // tearing down an allocator whose device is still alive; never called at process exit.
   void release_all() noexcept;
 
+  // The device's memory is already gone (its context was destroyed: cuCtxDestroy, a
+  // primary context's reset or last release): forgets every segment and block without a
+  // device call, as if each live block had been freed; pending fences are released
+  // unchecked. Counted in num_context_resets. The allocator stays usable (empty).
+  void drop_device_memory() noexcept;
+
   // Whether ptr is the start of a live block, and its rounded size.
   bool owns(const void* ptr, std::size_t* size = nullptr) const noexcept;
   // The segment containing ptr (any address inside it), if any.

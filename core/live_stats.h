@@ -58,6 +58,7 @@ struct LiveStats {
   std::uint64_t num_alloc_retries = 0;
   std::uint64_t num_ooms = 0;
   std::uint64_t num_device_errors = 0;
+  std::uint64_t num_context_resets = 0;
   std::uint64_t num_fence_waits = 0;
   std::uint64_t num_empty_cache = 0;
   std::uint64_t invalid_frees = 0;
@@ -82,6 +83,7 @@ struct LiveStats {
     d.num_alloc_retries = num_alloc_retries;
     d.num_ooms = num_ooms;
     d.num_device_errors = num_device_errors;
+    d.num_context_resets = num_context_resets;
     d.num_fence_waits = num_fence_waits;
     d.num_empty_cache = num_empty_cache;
     d.invalid_frees = invalid_frees;

@@ -70,6 +70,7 @@ struct DeviceStats {
   std::uint64_t num_alloc_retries = 0;   // device refused; cache released and retried
   std::uint64_t num_ooms = 0;            // allocations that failed with out-of-memory
   std::uint64_t num_device_errors = 0;   // allocations failed by a device error (not OOM)
+  std::uint64_t num_context_resets = 0;  // times the memory went with its context (reset)
   std::uint64_t num_fence_waits = 0;     // times an allocation waited for a pending free
   std::uint64_t num_empty_cache = 0;     // empty_cache calls
   std::uint64_t invalid_frees = 0;       // frees of pointers not live in this allocator

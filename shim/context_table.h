@@ -2,6 +2,9 @@
 // that allocated them), found without a lock on the hot path: entries are published once
 // into a fixed array and never removed or freed (a context outliving luma's interest in it
 // costs one small record; freeing it could race with a free on another thread).
+// A destroyed context's entry is retired: lookups skip it, so a context created later -
+// even one the driver gives the same handle - gets a fresh entry; the retired one stays
+// for the statistics at exit.
 // Must never call the driver itself; the caller builds entries.
 #pragma once
 
@@ -27,23 +30,33 @@ struct ContextEntry {
 
   CUcontext ctx;
   int device;
+  bool primary = false;  // the device's primary context (reset and release destroy it)
+  std::atomic<bool> retired{false};
   DriverDevice driver_device;
   core::CachingAllocator allocator;
 };
 
 class ContextTable {
  public:
-  // More contexts than this in one process is unheard of (one primary context per device);
-  // beyond it, allocations of further contexts are forwarded to the driver uncached.
-  static constexpr std::size_t kMaxContexts = 64;
+  // More contexts than this in one process is unheard of (one primary context per device,
+  // re-made after each reset); beyond it, allocations of further contexts are forwarded to
+  // the driver uncached.
+  static constexpr std::size_t kMaxContexts = 256;
 
+  // The live (not retired) entry of ctx.
   ContextEntry* find(CUcontext ctx) const noexcept {
     const std::size_t n = count_.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < n; ++i) {
       ContextEntry* e = entries_[i].load(std::memory_order_acquire);
-      if (e->ctx == ctx) return e;
+      if (e->ctx == ctx && !e->retired.load(std::memory_order_acquire)) return e;
     }
     return nullptr;
+  }
+
+  // Marks e retired (under the table's lock, so find_or_create never races it).
+  void retire(ContextEntry* e) noexcept {
+    std::lock_guard lock(mutex_);
+    e->retired.store(true, std::memory_order_release);
   }
 
   // make() -> ContextEntry* (new'd) or nullptr; called at most once per context.

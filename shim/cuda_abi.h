@@ -94,6 +94,10 @@ typedef CUresult (*PFN_cuDeviceGetName)(char* name, int len, CUdevice dev);
 typedef CUresult (*PFN_cuDeviceTotalMem_v2)(size_t* bytes, CUdevice dev);
 typedef CUresult (*PFN_cuDevicePrimaryCtxRetain)(CUcontext* ctx, CUdevice dev);
 typedef CUresult (*PFN_cuDevicePrimaryCtxRelease_v2)(CUdevice dev);
+typedef CUresult (*PFN_cuDevicePrimaryCtxReset_v2)(CUdevice dev);
+typedef CUresult (*PFN_cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned int* flags, int* active);
+typedef CUresult (*PFN_cuCtxCreate_v2)(CUcontext* ctx, unsigned int flags, CUdevice dev);  // 3020 ABI
+typedef CUresult (*PFN_cuCtxDestroy_v2)(CUcontext ctx);
 typedef CUresult (*PFN_cuCtxGetCurrent)(CUcontext* ctx);
 typedef CUresult (*PFN_cuCtxSetCurrent)(CUcontext ctx);
 typedef CUresult (*PFN_cuCtxPushCurrent_v2)(CUcontext ctx);

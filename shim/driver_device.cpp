@@ -146,6 +146,11 @@ void DriverDevice::fence_wait(core::Fence fence) noexcept {
   }
 }
 
+void DriverDevice::forget_events() noexcept {
+  for (FenceSlot& s : slots_) s.events.clear();
+  spare_events_.clear();
+}
+
 void DriverDevice::fence_release(core::Fence fence) noexcept {
   FenceSlot* s = slot(fence);
   if (s == nullptr) return;

@@ -45,6 +45,9 @@ class DriverDevice final : public core::Device {
   void fence_release(core::Fence fence) noexcept override;
 
   CUcontext context() const noexcept { return ctx_; }
+  // The context is destroyed and its events with it: forget them without a driver call.
+  // After the allocator's drop_device_memory() (which gives every fence token back).
+  void forget_events() noexcept;
   // Driver errors other than out-of-memory seen by reserve (for the log and tests).
   std::uint64_t driver_errors() const noexcept { return driver_errors_; }
 

@@ -50,6 +50,22 @@ void log_internal_error(const char* where) noexcept {
   }
 }
 
+// Whether ctx (current on this thread) is the primary context of device: its reset or
+// last release destroys it. Asked only while that primary context is active, so the
+// retain/release pair changes nothing (an inactive one cannot be current).
+bool is_primary_context(const RealDriver& d, CUcontext ctx, CUdevice device) noexcept {
+  if (d.primary_ctx_get_state == nullptr || d.primary_ctx_retain == nullptr ||
+      d.primary_ctx_release == nullptr)
+    return false;
+  unsigned flags = 0;
+  int active = 0;
+  if (d.primary_ctx_get_state(device, &flags, &active) != CUDA_SUCCESS || active == 0) return false;
+  CUcontext primary = nullptr;
+  if (d.primary_ctx_retain(&primary, device) != CUDA_SUCCESS) return false;
+  d.primary_ctx_release(device);
+  return primary == ctx;
+}
+
 ContextEntry* current_entry(State& s) {
   CUcontext ctx = nullptr;
   if (s.driver.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return nullptr;
@@ -57,6 +73,7 @@ ContextEntry* current_entry(State& s) {
     CUdevice device = 0;
     if (s.driver.ctx_get_device(&device) != CUDA_SUCCESS) device = 0;
     auto* e = new ContextEntry(s.driver, ctx, device, s.settings.core, s.streams);
+    e->primary = is_primary_context(s.driver, ctx, device);
     // Before the entry is published: the allocator's first event is already recorded.
     if (luma::core::EventSink* sink = s.recorder.sink_for_new_allocator(s.driver))
       e->allocator.set_event_sink(sink);
@@ -92,9 +109,31 @@ CUresult serve_alloc(State& s, CUdeviceptr* dptr, std::size_t bytes, EntryPoint 
 ContextEntry* owner_of_block(State& s, const void* ptr, std::size_t* size) noexcept {
   for (std::size_t i = 0; i < s.contexts.size(); ++i) {
     ContextEntry* e = s.contexts.at(i);
-    if (e->allocator.owns(ptr, size)) return e;
+    if (!e->retired.load(std::memory_order_relaxed) && e->allocator.owns(ptr, size)) return e;
   }
   return nullptr;
+}
+
+// The context of e is gone, its memory with it: forget it all (no driver call), and let
+// the next allocation in a context with this handle start a fresh entry.
+void retire_entry(State& s, ContextEntry* e) noexcept {
+  e->allocator.drop_device_memory();
+  e->driver_device.forget_events();
+  s.streams.remove_context(e->ctx);
+  s.contexts.retire(e);
+  try {
+    log().info("context {} of device {} was destroyed; its cached memory went with it",
+               static_cast<void*>(e->ctx), e->device);
+  } catch (...) {
+  }
+}
+
+// Retires the live entry of device's primary context, if any.
+void retire_primary(State& s, CUdevice device) noexcept {
+  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
+    ContextEntry* e = s.contexts.at(i);
+    if (e->primary && e->device == device && !e->retired.load(std::memory_order_acquire)) retire_entry(s, e);
+  }
 }
 
 void* hook_function(Hook h) noexcept;
@@ -155,7 +194,9 @@ LUMA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   CallScope scope(luma::core::trace::EntryPoint::cuMemFree);
   // Any context's allocator: a free may come from another thread with another device.
   for (std::size_t i = 0; i < s.contexts.size(); ++i) {
-    switch (s.contexts.at(i)->allocator.free(p)) {
+    ContextEntry* e = s.contexts.at(i);
+    if (e->retired.load(std::memory_order_relaxed)) continue;
+    switch (e->allocator.free(p)) {
       case luma::core::FreeStatus::ok: return CUDA_SUCCESS;
       case luma::core::FreeStatus::invalid: return CUDA_ERROR_INVALID_VALUE;  // double or interior
       case luma::core::FreeStatus::not_owned: break;
@@ -307,6 +348,51 @@ LUMA_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
   return d->stream_destroy(stream);
 }
 
+// ---- context lifetime: a destroyed context takes its memory along ---------------------
+// After the real call succeeded, the context's entry is retired (see retire_entry): the
+// segments luma cached are gone with it, and a later context (even with the same handle)
+// is served afresh. The calls are forwarded unchanged; their result is the driver's.
+
+LUMA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  const bool nested = RecursionGuard::active();
+  const RealDriver* d = nested ? loaded_driver() : &state().driver;
+  if (d == nullptr || d->ctx_destroy == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  const CUresult r = d->ctx_destroy(ctx);
+  if (r != CUDA_SUCCESS || nested) return r;
+  RecursionGuard guard;
+  State& s = state();
+  if (ContextEntry* e = s.contexts.find(ctx)) retire_entry(s, e);
+  return r;
+}
+
+LUMA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  const bool nested = RecursionGuard::active();
+  const RealDriver* d = nested ? loaded_driver() : &state().driver;
+  if (d == nullptr || d->primary_ctx_reset == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  const CUresult r = d->primary_ctx_reset(dev);
+  if (r != CUDA_SUCCESS || nested) return r;
+  RecursionGuard guard;
+  retire_primary(state(), dev);
+  return r;
+}
+
+LUMA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  const bool nested = RecursionGuard::active();
+  const RealDriver* d = nested ? loaded_driver() : &state().driver;
+  if (d == nullptr || d->primary_ctx_release == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  const CUresult r = d->primary_ctx_release(dev);
+  if (r != CUDA_SUCCESS || nested) return r;
+  RecursionGuard guard;
+  State& s = state();
+  // Only the last release destroys it: ask whether it is still active.
+  unsigned flags = 0;
+  int active = 1;
+  if (s.driver.primary_ctx_get_state != nullptr &&
+      s.driver.primary_ctx_get_state(dev, &flags, &active) == CUDA_SUCCESS && active == 0)
+    retire_primary(s, dev);
+  return r;
+}
+
 // ---- resolution -----------------------------------------------------------------------
 
 LUMA_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
@@ -374,6 +460,9 @@ void* hook_function(Hook h) noexcept {
     case Hook::stream_create_with_priority:
       return reinterpret_cast<void*>(&::cuStreamCreateWithPriority);
     case Hook::stream_destroy: return reinterpret_cast<void*>(&::cuStreamDestroy_v2);
+    case Hook::ctx_destroy: return reinterpret_cast<void*>(&::cuCtxDestroy_v2);
+    case Hook::primary_ctx_release: return reinterpret_cast<void*>(&::cuDevicePrimaryCtxRelease_v2);
+    case Hook::primary_ctx_reset: return reinterpret_cast<void*>(&::cuDevicePrimaryCtxReset_v2);
     case Hook::none:
     case Hook::count: break;
   }

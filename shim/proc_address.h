@@ -25,6 +25,9 @@ enum class Hook : std::uint8_t {
   stream_create,          // cuStreamCreate
   stream_create_with_priority,  // cuStreamCreateWithPriority
   stream_destroy,               // cuStreamDestroy_v2
+  ctx_destroy,                  // cuCtxDestroy_v2
+  primary_ctx_release,          // cuDevicePrimaryCtxRelease_v2
+  primary_ctx_reset,            // cuDevicePrimaryCtxReset_v2
   count,
 };
 

@@ -85,6 +85,11 @@ bool load_real_driver(RealDriver& d) noexcept {
   resolve(d, "cuEventQuery", 2000, d.event_query);
   resolve(d, "cuEventSynchronize", 2000, d.event_synchronize);
   resolve(d, "cuEventDestroy", 4000, d.event_destroy);
+  resolve(d, "cuCtxDestroy", 4000, d.ctx_destroy);
+  resolve(d, "cuDevicePrimaryCtxRetain", 7000, d.primary_ctx_retain);
+  resolve(d, "cuDevicePrimaryCtxRelease", 11000, d.primary_ctx_release);
+  resolve(d, "cuDevicePrimaryCtxReset", 11000, d.primary_ctx_reset);
+  resolve(d, "cuDevicePrimaryCtxGetState", 7000, d.primary_ctx_get_state);
   resolve(d, "cuDeviceGetCount", 2000, d.device_get_count);
   resolve(d, "cuDeviceGet", 2000, d.device_get);
   resolve(d, "cuDeviceGetName", 2000, d.device_get_name);

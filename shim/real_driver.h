@@ -37,6 +37,12 @@ struct RealDriver {
   PFN_cuEventQuery event_query = nullptr;
   PFN_cuEventSynchronize event_synchronize = nullptr;
   PFN_cuEventDestroy_v2 event_destroy = nullptr;
+  // Context lifetime: a destroyed context takes its memory with it (hooks.cpp).
+  PFN_cuCtxDestroy_v2 ctx_destroy = nullptr;
+  PFN_cuDevicePrimaryCtxRetain primary_ctx_retain = nullptr;
+  PFN_cuDevicePrimaryCtxRelease_v2 primary_ctx_release = nullptr;
+  PFN_cuDevicePrimaryCtxReset_v2 primary_ctx_reset = nullptr;
+  PFN_cuDevicePrimaryCtxGetState primary_ctx_get_state = nullptr;
   // Optional: the devices named in a trace's header (absent ones leave the fields empty).
   PFN_cuDeviceGetCount device_get_count = nullptr;
   PFN_cuDeviceGet device_get = nullptr;

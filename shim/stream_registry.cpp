@@ -15,6 +15,11 @@ void StreamRegistry::remove(CUstream stream) noexcept {
   std::erase_if(streams_, [&](const auto& e) { return e.second == stream; });
 }
 
+void StreamRegistry::remove_context(CUcontext ctx) noexcept {
+  std::lock_guard lock(mutex_);
+  std::erase_if(streams_, [&](const auto& e) { return e.first == ctx; });
+}
+
 void StreamRegistry::clear() noexcept {
   std::lock_guard lock(mutex_);
   streams_.clear();

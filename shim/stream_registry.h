@@ -29,6 +29,9 @@ class StreamRegistry {
       if (c == ctx) fn(s);
   }
 
+  // Forgets every stream of ctx (the context was destroyed, its streams with it).
+  void remove_context(CUcontext ctx) noexcept;
+
   void clear() noexcept;
 
  private:

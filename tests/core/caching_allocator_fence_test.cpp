@@ -146,6 +146,40 @@ TEST_F(FenceTest, APendingBlockIsNoLiveBlockForAddressQueries) {
   LUMA_EXPECT_CLEAN(a);
 }
 
+TEST_F(FenceTest, DroppingTheDeviceMemoryForgetsEverythingWithoutADeviceCall) {
+  CachingAllocator a(dev, 0, epoch_of(2));
+  RecordingSink sink;
+  a.set_event_sink(&sink);
+  void* held = must_alloc(a, 4096);
+  void* big = must_alloc(a, 12 * MiB);
+  std::vector<void*> freed;
+  for (int i = 0; i < 5; ++i) freed.push_back(must_alloc(a, 8192));
+  for (void* p : freed) ASSERT_EQ(a.free(p), FreeStatus::ok);  // two closed epochs, one open
+  ASSERT_GE(dev.fences_recorded(), 2u);
+  const std::uint64_t releases = dev.release_calls();
+  a.drop_device_memory();
+  LUMA_ASSERT_CLEAN(a);
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(dev.release_calls(), releases) << "the memory is gone: nothing to release";
+  EXPECT_EQ(dev.fences_released(), dev.fences_recorded()) << "every fence given back";
+  EXPECT_EQ(dev.contract_violations(), 0u);
+  EXPECT_EQ(s.num_context_resets, 1u);
+  EXPECT_EQ(s.segment.all.current, 0);
+  EXPECT_EQ(s.reserved_bytes.all.current, 0);
+  EXPECT_EQ(s.allocation.all.current, 0);
+  EXPECT_EQ(s.active.all.current, 0);
+  EXPECT_EQ(s.free_blocks, 0u);
+  EXPECT_GT(s.reserved_bytes.all.peak, 0) << "history stays";
+  EXPECT_FALSE(a.owns(held));
+  EXPECT_EQ(a.free(big), FreeStatus::not_owned) << "its memory went with the context";
+  EXPECT_EQ(sink.count(EventKind::segment_release), 2u);
+  // Usable again: a new segment from the (new) context.
+  void* again = must_alloc(a, 4096);
+  EXPECT_NE(again, nullptr);
+  EXPECT_EQ(a.stats().segment.all.current, 1);
+  LUMA_EXPECT_CLEAN(a);
+}
+
 TEST_F(FenceTest, PerFreeDevicesGetAFenceAtEveryFree) {
   dev.set_fence_mode(FenceMode::per_free);
   CachingAllocator a(dev, 0);

@@ -63,6 +63,9 @@ Context* as_context(CUcontext c) {
   for (int i = 0; i < st.device_count; ++i) {
     if (reinterpret_cast<Context*>(c) == &st.contexts[i]) return &st.contexts[i];
   }
+  std::lock_guard lock(st.ctx_m);
+  for (Context& x : st.created_contexts)
+    if (reinterpret_cast<Context*>(c) == &x) return x.alive.load() ? &x : nullptr;
   return nullptr;
 }
 
@@ -155,7 +158,7 @@ CUresult allocate(CUdeviceptr* dptr, size_t size, bool async) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   auto addr = reinterpret_cast<uintptr_t>(p);
-  st.allocations[addr] = Allocation{size, ctx->device, st.next_buffer_id++, async};
+  st.allocations[addr] = Allocation{size, ctx->device, ctx, st.next_buffer_id++, async};
   ++c.alloc_calls;
   ++c.live_allocations;
   uint64_t live = c.live_bytes += rounded;
@@ -198,7 +201,7 @@ CUresult free_sync(CUdeviceptr p) {
   }
   // "For all other pointers, this API may perform implicit synchronization" (cuMemFree);
   // the real one does, and programs rely on it: wait for all work of the owning context.
-  if (!a.async) synchronize_context(&st.contexts[a.device]);
+  if (!a.async) synchronize_context(a.ctx);
   if (!unregister(p, &a)) return CUDA_ERROR_INVALID_VALUE;  // freed meanwhile
   host_free(p, rounded_size(a.size));
   return CUDA_SUCCESS;
@@ -338,6 +341,30 @@ CUresult destroy(CUstream h) {
   return CUDA_SUCCESS;
 }
 
+// Everything of ctx goes: its work finishes, its memory is freed (what cuCtxDestroy and a
+// primary context's reset or last release do on the real driver).
+void destroy_context_memory(Context* ctx) {
+  State& st = state();
+  synchronize_context(ctx);
+  std::vector<std::pair<uintptr_t, size_t>> gone;
+  {
+    std::lock_guard lock(st.mem_m);
+    for (auto it = st.allocations.begin(); it != st.allocations.end();) {
+      if (it->second.ctx != ctx) {
+        ++it;
+        continue;
+      }
+      DeviceCounters& c = st.counters[it->second.device];
+      --c.live_allocations;
+      c.live_bytes -= rounded_size(it->second.size);
+      gone.emplace_back(it->first, rounded_size(it->second.size));
+      it = st.allocations.erase(it);
+    }
+  }
+  for (auto [p, n] : gone) host_free(p, n);
+  ++st.context_resets;
+}
+
 CUresult ctx_sync(Context* ctx) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   synchronize_context(ctx);
@@ -390,15 +417,83 @@ CUresult cuDeviceGet(CUdevice* device, int ordinal) {
 CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   if (CUresult r = ready_host()) return r;
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (dev < 0 || dev >= state().device_count) return CUDA_ERROR_INVALID_DEVICE;
-  *ctx = handle(&state().contexts[dev]);
+  State& st = state();
+  if (dev < 0 || dev >= st.device_count) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard lock(st.ctx_m);
+  ++st.primary_refs[dev];
+  *ctx = handle(&st.contexts[dev]);
   return CUDA_SUCCESS;
 }
 
+// The last release destroys the primary context's memory (the handle stays valid: the next
+// retain "re-creates" it). A release without a retain is an error, as on the real driver.
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   if (CUresult r = ready_host()) return r;
-  if (dev < 0 || dev >= state().device_count) return CUDA_ERROR_INVALID_DEVICE;
-  return CUDA_SUCCESS;  // primary contexts live as long as the process
+  State& st = state();
+  if (dev < 0 || dev >= st.device_count) return CUDA_ERROR_INVALID_DEVICE;
+  {
+    std::lock_guard lock(st.ctx_m);
+    if (st.primary_refs[dev] == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (--st.primary_refs[dev] > 0) return CUDA_SUCCESS;
+  }
+  destroy_context_memory(&st.contexts[dev]);
+  return CUDA_SUCCESS;
+}
+
+// Frees every allocation of the device's primary context; the context stays usable (the
+// real one is re-created at its next use, which the runtime makes at once).
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  if (CUresult r = ready_host()) return r;
+  State& st = state();
+  if (dev < 0 || dev >= st.device_count) return CUDA_ERROR_INVALID_DEVICE;
+  destroy_context_memory(&st.contexts[dev]);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  if (CUresult r = ready_host()) return r;
+  State& st = state();
+  if (dev < 0 || dev >= st.device_count) return CUDA_ERROR_INVALID_DEVICE;
+  if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(st.ctx_m);
+  *flags = 0;
+  *active = st.primary_refs[dev] > 0 ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+// A new context, current to the calling thread (pushed), as cuCtxCreate_v2 does.
+CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  if (CUresult r = ready_host()) return r;
+  State& st = state();
+  if (pctx == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (dev < 0 || dev >= st.device_count) return CUDA_ERROR_INVALID_DEVICE;
+  Context* c = nullptr;
+  {
+    std::lock_guard lock(st.ctx_m);
+    c = &st.created_contexts.emplace_back();
+  }
+  c->device = dev;
+  c->primary = false;
+  c->legacy = make_stream(c, CU_STREAM_DEFAULT, true);
+  if (!t_ctx_stack.push_back(c)) return CUDA_ERROR_INVALID_VALUE;
+  *pctx = handle(c);
+  return CUDA_SUCCESS;
+}
+
+// Destroys a context made by cuCtxCreate_v2: its memory is freed, its handle is invalid
+// from now on, and it leaves the calling thread's stack if it is there.
+CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  if (CUresult r = ready_host()) return r;
+  Context* c = as_context(ctx);
+  if (c == nullptr || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  destroy_context_memory(c);
+  c->alive.store(false);
+  for (int i = t_ctx_stack.depth; i-- > 0;)
+    if (t_ctx_stack.items[i] == c) {
+      for (int j = i; j + 1 < t_ctx_stack.depth; ++j) t_ctx_stack.items[j] = t_ctx_stack.items[j + 1];
+      t_ctx_stack.pop_back();
+    }
+  return CUDA_SUCCESS;
 }
 
 CUresult cuCtxGetCurrent(CUcontext* ctx) {
@@ -521,7 +616,7 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
   const Allocation& a = it->second;
   switch (attribute) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
-      *static_cast<CUcontext*>(data) = handle(&st.contexts[a.device]);
+      *static_cast<CUcontext*>(data) = handle(a.ctx);
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
       *static_cast<unsigned*>(data) = CU_MEMORYTYPE_DEVICE;

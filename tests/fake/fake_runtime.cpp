@@ -29,6 +29,7 @@ struct Driver {
   PFN_cuDeviceGetCount device_get_count = nullptr;
   PFN_cuDeviceGet device_get = nullptr;
   PFN_cuDevicePrimaryCtxRetain primary_ctx_retain = nullptr;
+  PFN_cuDevicePrimaryCtxReset_v2 primary_ctx_reset = nullptr;
   PFN_cuCtxGetCurrent ctx_get_current = nullptr;
   PFN_cuCtxSetCurrent ctx_set_current = nullptr;
   PFN_cuCtxGetDevice ctx_get_device = nullptr;            // 2000 ABI
@@ -141,6 +142,7 @@ void initialise() {
   resolve(d.device_get_count, "cuDeviceGetCount", 2000);
   resolve(d.device_get, "cuDeviceGet", 2000);
   resolve(d.primary_ctx_retain, "cuDevicePrimaryCtxRetain", 7000);
+  resolve(d.primary_ctx_reset, "cuDevicePrimaryCtxReset", 11000);
   resolve(d.ctx_get_current, "cuCtxGetCurrent", 4000);
   resolve(d.ctx_set_current, "cuCtxSetCurrent", 4000);
   resolve(d.ctx_get_device, "cuCtxGetDevice", 2000);
@@ -416,6 +418,15 @@ cudaError_t cudaDeviceSynchronize(void) {
   LUMA_RT_ENTER();
   if (g_drv.ctx_synchronize_v2 != nullptr) return record(g_drv.ctx_synchronize_v2(nullptr));
   return record(g_drv.ctx_synchronize());
+}
+
+// The real runtime resets the current device's primary context (cuDevicePrimaryCtxReset_v2)
+// and brings it back at the next call; the stand-in driver keeps its handle, so the
+// runtime's cached primary context stays right.
+cudaError_t cudaDeviceReset(void) {
+  LUMA_RT_ENTER();
+  if (g_drv.primary_ctx_reset == nullptr) return record(cudaErrorNotSupported);
+  return record(g_drv.primary_ctx_reset(t_device));
 }
 
 cudaError_t cudaSetDevice(int device) {

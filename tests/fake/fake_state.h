@@ -82,6 +82,8 @@ struct Event {
 
 struct Context {
   int device = 0;
+  bool primary = true;               // the device's primary context (else cuCtxCreate's)
+  std::atomic<bool> alive{true};     // false once cuCtxDestroy destroyed it (handles stay unique)
   StreamPtr legacy;
   std::mutex m;                  // guards streams, orders submissions
   std::vector<StreamPtr> streams;  // created and per-thread streams (not legacy)
@@ -90,6 +92,7 @@ struct Context {
 struct Allocation {
   size_t size = 0;  // rounded size
   int device = 0;
+  Context* ctx = nullptr;  // the context it belongs to: its destruction frees it
   uint64_t buffer_id = 0;
   bool async = false;  // from cuMemAllocAsync: cuMemFree does not synchronize for it
 };
@@ -114,6 +117,14 @@ struct State {
   std::atomic<uint64_t> injected_event_failures{0};
   DeviceCounters counters[kMaxDevices];
   Context contexts[kMaxDevices];
+  // Primary contexts: retain/release count (cuDevicePrimaryCtxRelease_v2 at 0 destroys its
+  // memory, as cuDevicePrimaryCtxReset_v2 does; the handle stays the same, as a re-created
+  // primary context may on the real driver). Contexts made by cuCtxCreate_v2 live in a
+  // deque (stable addresses), never freed. Guarded by ctx_m.
+  std::mutex ctx_m;
+  int primary_refs[kMaxDevices] = {};
+  std::deque<Context> created_contexts;
+  std::atomic<uint64_t> context_resets{0};  // primary resets + destroyed contexts
 
   std::mutex mem_m;
   std::map<uintptr_t, Allocation> allocations;

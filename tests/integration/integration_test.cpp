@@ -295,6 +295,35 @@ TEST_P(EveryKind, BadSettingIsNamedOnceAndTheProgramRunsOn) {
   EXPECT_NE(c.err.find("free_sync"), std::string::npos) << c.err;
 }
 
+// A reset device's memory goes with its primary context: luma forgets what it cached
+// (never hands it out again) and serves the re-made context afresh.
+TEST_P(EveryKind, DeviceResetTakesTheCachedMemoryAlong) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"reset"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  int resets = 0, luma_mallocs = 0, alloc_calls = 0;
+  for (const json& d : r.stats["devices"]) {
+    if (d.value("device", -1) != 0) continue;
+    resets += d["num_context_resets"].get<int>();
+    luma_mallocs += d["cuda_malloc_calls"].get<int>();
+    alloc_calls += d["alloc_calls"].get<int>();
+  }
+  EXPECT_EQ(resets, 1) << r.stats.dump();
+  EXPECT_EQ(alloc_calls, 4);
+  EXPECT_EQ(luma_mallocs, device_counters(r.counters, 0)["mem_alloc_calls"].get<int>());
+  EXPECT_GE(luma_mallocs, 3) << "segments from before the reset were not reused";
+}
+
+TEST(Contexts, CreatedDestroyedAndReleasedContextsAreServedAfresh) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma("driver", {"contexts"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  int retired = 0;
+  for (const json& d : r.stats["devices"]) retired += d["num_context_resets"].get<int>();
+  EXPECT_EQ(retired, 4) << "3 created contexts and the primary one: " << r.stats.dump();
+  EXPECT_TRUE(r.result.err.empty()) << r.result.err;
+}
+
 TEST_P(EveryKind, DisabledLumaForwardsEverything) {
   REQUIRE_PROGRAMS();
   LumaRun r = run_under_luma(GetParam(), {"loop", "1000", "4096"}, {{"LUMA_DISABLE", "1"}});
@@ -366,7 +395,8 @@ TEST(Library, ExportsExactlyTheInterposedSymbols) {
       "dlsym", "cuGetProcAddress", "cuGetProcAddress_v2", "cuMemAlloc_v2", "cuMemFree_v2",
       "cuMemAllocPitch_v2", "cuMemGetInfo_v2", "cuMemGetAddressRange_v2",
       "cuPointerGetAttribute", "cuStreamCreate", "cuStreamCreateWithPriority",
-      "cuStreamDestroy_v2"};
+      "cuStreamDestroy_v2", "cuCtxDestroy_v2", "cuDevicePrimaryCtxRelease_v2",
+      "cuDevicePrimaryCtxReset_v2"};
   EXPECT_EQ(got, want) << r.out;
 }
 

@@ -30,6 +30,15 @@ struct Api {
   int (*stream_sync)(void* stream);
   int (*device_sync)();
   int (*mem_info)(size_t* free, size_t* total);
+  // cudaDeviceReset / cuDevicePrimaryCtxReset_v2: the current device's memory goes.
+  int (*device_reset)();
+  // Contexts of the program's own (driver API only; nullptr elsewhere): cuCtxCreate_v2
+  // (made current), cuCtxDestroy_v2, and the release / retain of the current device's
+  // primary context (its last release destroys it).
+  int (*ctx_create)(void** ctx);
+  int (*ctx_destroy)(void* ctx);
+  int (*primary_release)();
+  int (*primary_retain)();
 };
 
 const Api& api();

@@ -28,6 +28,7 @@ struct Runtime {
   decltype(&cudaStreamSynchronize) stream_sync;
   decltype(&cudaDeviceSynchronize) device_sync;
   decltype(&cudaMemGetInfo) mem_info;
+  decltype(&cudaDeviceReset) device_reset;
 };
 
 template <class F>
@@ -62,6 +63,7 @@ const Runtime& rt() {
     sym(lib, "cudaStreamSynchronize", x.stream_sync);
     sym(lib, "cudaDeviceSynchronize", x.device_sync);
     sym(lib, "cudaMemGetInfo", x.mem_info);
+    sym(lib, "cudaDeviceReset", x.device_reset);
     return x;
   }();
   return r;
@@ -99,6 +101,11 @@ const Api kApi = {
     [](void* s) -> int { return rt().stream_sync(st(s)); },
     []() -> int { return rt().device_sync(); },
     [](size_t* f, size_t* t) -> int { return rt().mem_info(f, t); },
+    []() -> int { return rt().device_reset(); },
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
 };
 
 }  // namespace

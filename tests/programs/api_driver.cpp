@@ -17,6 +17,7 @@ int g_count = 0;
 CUcontext g_ctx[kMaxDevices] = {};
 thread_local int t_device = 0;
 thread_local CUcontext t_bound = nullptr;
+thread_local CUcontext t_own = nullptr;  // a context this thread created (ctx_create), if any
 
 // cuInit once, then this thread's device context current (a new thread has none).
 CUresult ready() {
@@ -33,9 +34,10 @@ CUresult ready() {
     }
   });
   if (init_result != CUDA_SUCCESS) return init_result;
-  if (t_bound != g_ctx[t_device]) {
-    if (CUresult r = cuCtxSetCurrent(g_ctx[t_device])) return r;
-    t_bound = g_ctx[t_device];
+  CUcontext want = t_own != nullptr ? t_own : g_ctx[t_device];
+  if (t_bound != want) {
+    if (CUresult r = cuCtxSetCurrent(want)) return r;
+    t_bound = want;
   }
   return CUDA_SUCCESS;
 }
@@ -126,6 +128,33 @@ const Api kApi = {
     [](size_t* f, size_t* t) -> int {
       READY();
       return cuMemGetInfo_v2(f, t);
+    },
+    []() -> int {
+      READY();
+      return cuDevicePrimaryCtxReset_v2(t_device);  // the handle stays: ready() rebinds it
+    },
+    [](void** ctx) -> int {
+      READY();
+      CUcontext c = nullptr;
+      CUresult r = cuCtxCreate_v2(&c, 0, t_device);
+      *ctx = c;
+      if (r == CUDA_SUCCESS) t_bound = t_own = c;  // made current by cuCtxCreate
+      return r;
+    },
+    [](void* ctx) -> int {
+      CUresult r = cuCtxDestroy_v2(static_cast<CUcontext>(ctx));
+      if (t_own == ctx) t_own = nullptr;
+      t_bound = nullptr;  // the next call makes this thread's device context current again
+      return r;
+    },
+    []() -> int {
+      READY();
+      return cuDevicePrimaryCtxRelease_v2(t_device);
+    },
+    []() -> int {
+      READY();
+      CUcontext c = nullptr;
+      return cuDevicePrimaryCtxRetain(&c, t_device);
     },
 };
 

@@ -39,6 +39,11 @@ const Api kApi = {
     [](void* s) -> int { return cudaStreamSynchronize(st(s)); },
     []() -> int { return cudaDeviceSynchronize(); },
     [](size_t* f, size_t* t) -> int { return cudaMemGetInfo(f, t); },
+    []() -> int { return cudaDeviceReset(); },
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
 };
 
 }  // namespace

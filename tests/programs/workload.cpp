@@ -523,6 +523,70 @@ int mode_async(int argc, char** argv) {
   return 0;
 }
 
+// The device's memory goes with its reset (cudaDeviceReset / cuDevicePrimaryCtxReset_v2):
+// blocks from before are invalid, new ones work. Under luma the cache must not hand out
+// the memory that went (the stand-in unmapped it: a stale block faults or fails its tag).
+// Stale pointers are freed before anything new is allocated: afterwards the driver may
+// have given their address to a new allocation, and freeing it would free that one.
+int mode_reset(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  Tagged a{nullptr, 4096, 1}, b{nullptr, 3 * kMiB, 2}, c{nullptr, 4096, 3}, d{nullptr, 3 * kMiB, 4};
+  ok(A.alloc(&a.p, a.n), "alloc before the reset");
+  ok(A.alloc(&b.p, b.n), "alloc before the reset");
+  if (!write_tag(a) || !write_tag(b)) fail("tag before the reset", 0);
+  ok(A.free(b.p), "free before the reset");  // cached by luma: must not come back
+  ok(A.device_reset(), "device reset");
+  const int stale = A.free(a.p);
+  expect(stale, A.invalid_code, "free of a block from before the reset");
+  ok(A.alloc(&c.p, c.n), "alloc after the reset");
+  ok(A.alloc(&d.p, d.n), "alloc after the reset");
+  if (!write_tag(c) || !write_tag(d)) fail("tag after the reset", 0);
+  std::vector<unsigned char> buf;
+  if (std::string e = check_tag(c, buf); !e.empty()) fail(e.c_str(), 0);
+  if (std::string e = check_tag(d, buf); !e.empty()) fail(e.c_str(), 0);
+  ok(A.free(c.p), "free after the reset");
+  ok(A.free(d.p), "free after the reset");
+  std::printf("reset: memory from before the reset is gone (free -> %d), new blocks work\n", stale);
+  return 0;
+}
+
+// Contexts the program makes and destroys itself (driver API): each destruction takes
+// its memory; the next context is served afresh, as is the primary context after its last
+// release destroyed it and a retain brought it back.
+int mode_contexts(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  if (A.ctx_create == nullptr) {
+    std::printf("contexts: the %s API makes no contexts of its own: skipped\n", A.name);
+    return kExitSkip;
+  }
+  std::vector<unsigned char> buf;
+  for (uint64_t round = 0; round < 3; ++round) {
+    void* ctx = nullptr;
+    ok(A.ctx_create(&ctx), "context create");
+    Tagged x{nullptr, 8192, 10 + round}, y{nullptr, 2 * kMiB, 20 + round};
+    ok(A.alloc(&x.p, x.n), "alloc in a created context");
+    ok(A.alloc(&y.p, y.n), "alloc in a created context");
+    if (!write_tag(x) || !write_tag(y)) fail("tag in a created context", 0);
+    if (std::string e = check_tag(x, buf); !e.empty()) fail(e.c_str(), 0);
+    ok(A.free(y.p), "free in a created context");  // cached by luma when it serves
+    ok(A.ctx_destroy(ctx), "context destroy");
+    expect(A.free(x.p) != 0, 1, "free of a block of a destroyed context fails");
+  }
+  // The primary context: retained once more, released twice -> destroyed; retained again.
+  Tagged p{nullptr, 4096, 30}, q{nullptr, 4096, 31};
+  ok(A.alloc(&p.p, p.n), "alloc in the primary context");
+  if (!write_tag(p)) fail("tag in the primary context", 0);
+  ok(A.primary_release(), "primary context release");  // the program's own retain
+  ok(A.primary_retain(), "primary context retain");
+  expect(A.free(p.p) != 0, 1, "free of a block of the destroyed primary context fails");
+  ok(A.alloc(&q.p, q.n), "alloc after the primary context came back");
+  if (!write_tag(q)) fail("tag after the primary context came back", 0);
+  if (std::string e = check_tag(q, buf); !e.empty()) fail(e.c_str(), 0);
+  ok(A.free(q.p), "free after the primary context came back");
+  std::printf("contexts: 3 created and destroyed, primary destroyed and back: ok\n");
+  return 0;
+}
+
 struct Mode {
   const char* name;
   const char* args;
@@ -545,6 +609,8 @@ const Mode kModes[] = {
     {"fork-exec", "", mode_fork_exec},
     {"threads-first", "[THREADS]", mode_threads_first},
     {"async", "[ROUNDS]", mode_async},
+    {"reset", "", mode_reset},
+    {"contexts", "", mode_contexts},
 };
 
 int usage() {

@@ -18,6 +18,19 @@ TEST(ProcAddress, MemoryCallsAtTheV2AbiAreLumas) {
   EXPECT_EQ(hook_for_request("cuMemAllocPitch", 3020), Hook::mem_alloc_pitch);
 }
 
+TEST(ProcAddress, ContextLifetimeCallsAtTheirCurrentAbiAreLumas) {
+  EXPECT_EQ(hook_for_request("cuCtxDestroy", 4000), Hook::ctx_destroy);
+  EXPECT_EQ(hook_for_request("cuCtxDestroy", 13000), Hook::ctx_destroy);
+  EXPECT_EQ(hook_for_request("cuCtxDestroy", 2000), Hook::none);  // the v1 ABI
+  EXPECT_EQ(hook_for_request("cuDevicePrimaryCtxReset", 11000), Hook::primary_ctx_reset);
+  EXPECT_EQ(hook_for_request("cuDevicePrimaryCtxReset", 7000), Hook::none);
+  EXPECT_EQ(hook_for_request("cuDevicePrimaryCtxRelease", 12000), Hook::primary_ctx_release);
+  EXPECT_EQ(hook_for_request("cuDevicePrimaryCtxRelease", 7000), Hook::none);
+  EXPECT_EQ(hook_for_symbol("cuCtxDestroy_v2"), Hook::ctx_destroy);
+  EXPECT_EQ(hook_for_symbol("cuDevicePrimaryCtxReset_v2"), Hook::primary_ctx_reset);
+  EXPECT_EQ(hook_for_symbol("cuDevicePrimaryCtxRelease"), Hook::none);
+}
+
 TEST(ProcAddress, OlderAbisAreForwarded) {
   // cuMemAlloc at 2000 is the 32-bit cuMemAlloc (v1): not luma's ABI.
   EXPECT_EQ(hook_for_request("cuMemAlloc", 2000), Hook::none);
