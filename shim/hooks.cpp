@@ -105,13 +105,14 @@ CUresult serve_alloc(State& s, CUdeviceptr* dptr, std::size_t bytes, EntryPoint 
   return CUDA_ERROR_UNKNOWN;
 }
 
-// The allocator owning a live block at ptr, or nullptr.
-ContextEntry* owner_of_block(State& s, const void* ptr, std::size_t* size) noexcept {
+// The live luma block containing ptr (its start or any byte inside): what the program
+// allocated, which the driver would describe as the allocation. False when none does.
+bool block_containing(State& s, const void* ptr, core::SegmentRange* block) noexcept {
   for (std::size_t i = 0; i < s.contexts.size(); ++i) {
     ContextEntry* e = s.contexts.at(i);
-    if (!e->retired.load(std::memory_order_relaxed) && e->allocator.owns(ptr, size)) return e;
+    if (!e->retired.load(std::memory_order_relaxed) && e->allocator.block_of(ptr, block)) return true;
   }
-  return nullptr;
+  return false;
 }
 
 // The context of e is gone, its memory with it: forget it all (no driver call), and let
@@ -261,11 +262,11 @@ LUMA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CU
   if (!RecursionGuard::active()) {
     RecursionGuard guard;
     State& s = state();
-    std::size_t block = 0;
+    luma::core::SegmentRange block;
     // The program's allocation is the block, not the segment luma carved it from.
-    if (s.serves() && owner_of_block(s, as_ptr(dptr), &block) != nullptr) {
-      if (base != nullptr) *base = dptr;
-      if (size != nullptr) *size = block;
+    if (s.serves() && block_containing(s, as_ptr(dptr), &block)) {
+      if (base != nullptr) *base = as_dptr(block.base);
+      if (size != nullptr) *size = block.size;
       return CUDA_SUCCESS;
     }
   }
@@ -281,12 +282,12 @@ LUMA_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attri
        attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE)) {
     RecursionGuard guard;
     State& s = state();
-    std::size_t block = 0;
-    if (s.serves() && owner_of_block(s, as_ptr(ptr), &block) != nullptr) {
+    luma::core::SegmentRange block;
+    if (s.serves() && block_containing(s, as_ptr(ptr), &block)) {
       if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
-        *static_cast<CUdeviceptr*>(data) = ptr;
+        *static_cast<CUdeviceptr*>(data) = as_dptr(block.base);
       else
-        *static_cast<size_t*>(data) = block;
+        *static_cast<size_t*>(data) = block.size;
       return CUDA_SUCCESS;
     }
   }

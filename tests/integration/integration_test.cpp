@@ -314,6 +314,13 @@ TEST_P(EveryKind, DeviceResetTakesTheCachedMemoryAlong) {
   EXPECT_GE(luma_mallocs, 3) << "segments from before the reset were not reused";
 }
 
+TEST(AddressRange, AnyByteOfABlockNamesTheBlockNotTheSegment) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma("driver", {"address-range"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_EQ(device_counters(r.counters, 0)["mem_alloc_calls"].get<int>(), 1) << "one segment";
+}
+
 TEST(Contexts, CreatedDestroyedAndReleasedContextsAreServedAfresh) {
   REQUIRE_PROGRAMS();
   LumaRun r = run_under_luma("driver", {"contexts"});

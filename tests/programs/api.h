@@ -39,6 +39,8 @@ struct Api {
   int (*ctx_destroy)(void* ctx);
   int (*primary_release)();
   int (*primary_retain)();
+  // cuMemGetAddressRange_v2 (driver API only): the allocation containing p.
+  int (*address_range)(const void* p, void** base, size_t* size);
 };
 
 const Api& api();

@@ -106,6 +106,7 @@ const Api kApi = {
     nullptr,
     nullptr,
     nullptr,
+    nullptr,
 };
 
 }  // namespace

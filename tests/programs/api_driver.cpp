@@ -156,6 +156,13 @@ const Api kApi = {
       CUcontext c = nullptr;
       return cuDevicePrimaryCtxRetain(&c, t_device);
     },
+    [](const void* p, void** base, size_t* size) -> int {
+      READY();
+      CUdeviceptr b = 0;
+      CUresult r = cuMemGetAddressRange_v2(&b, size, dp(p));
+      *base = reinterpret_cast<void*>(b);
+      return r;
+    },
 };
 
 }  // namespace

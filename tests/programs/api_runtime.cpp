@@ -44,6 +44,7 @@ const Api kApi = {
     nullptr,
     nullptr,
     nullptr,
+    nullptr,
 };
 
 }  // namespace

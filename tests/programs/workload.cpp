@@ -587,6 +587,36 @@ int mode_contexts(int argc, char**) {
   return 0;
 }
 
+// cuMemGetAddressRange of any byte of an allocation names that allocation (its start, at
+// least its size, no byte of a neighbour) - under luma the block, not the segment it was
+// carved from.
+int mode_address_range(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  if (A.address_range == nullptr) {
+    std::printf("address-range: the %s API has no cuMemGetAddressRange: skipped\n", A.name);
+    return kExitSkip;
+  }
+  constexpr size_t kSize = 5000;
+  void* p[3] = {};
+  for (void*& x : p) ok(A.alloc(&x, kSize), "alloc");
+  for (void* x : p) {
+    for (size_t off : {size_t{0}, size_t{1}, size_t{100}, kSize - 1}) {
+      void* base = nullptr;
+      size_t size = 0;
+      ok(A.address_range(static_cast<char*>(x) + off, &base, &size), "address range");
+      if (base != x) fail("address range names another start", 0);
+      if (size < kSize) fail("address range is smaller than the allocation", 0);
+      for (void* y : p) {
+        const auto b = reinterpret_cast<uintptr_t>(base), o = reinterpret_cast<uintptr_t>(y);
+        if (y != x && o >= b && o < b + size) fail("address range covers another allocation", 0);
+      }
+    }
+  }
+  for (void* x : p) ok(A.free(x), "free");
+  std::printf("address-range: every byte of 3 allocations names its own allocation\n");
+  return 0;
+}
+
 struct Mode {
   const char* name;
   const char* args;
@@ -611,6 +641,7 @@ const Mode kModes[] = {
     {"async", "[ROUNDS]", mode_async},
     {"reset", "", mode_reset},
     {"contexts", "", mode_contexts},
+    {"address-range", "", mode_address_range},
 };
 
 int usage() {
