@@ -1,20 +1,15 @@
-// branch_and_bound.h - MiniMalloc-style exact search over canonical solutions, bounded by
-// time. Every packing can be pushed down until each buffer rests on one below it (or on 0),
-// and its buffers then listed in increasing (offset, preorder rank): a canonical solution.
-// The search builds such lists: at each node every unplaced buffer sits at its lowest
-// offset (the highest top among the placed buffers it overlaps in time), and the next one
-// is chosen among those with (offset, rank) beyond the last placed one's (canonical rule)
-// and offset below the lowest top any unplaced buffer could reach (dominance: otherwise a
-// gap is left that buffer could fill). Time is cut into sections at lifetime boundaries;
-// each section keeps a floor (no later buffer goes below it: the last top placed there, the
-// lowest offset of its unplaced buffers, the last offset placed) and the bytes still to
-// place in it; a node is cut when some floor + bytes left exceeds the capacity.
-// When no unplaced buffer crosses a section boundary, each side is searched on its own
-// (dynamic decomposition); a buffer nothing unplaced overlaps ends its sibling loop when it
-// fails (hatless pruning). The driver first asks for a packing at the lower bound
-// (restarts over three static orders with doubling node budgets, as MiniMalloc does),
-// then bisects the capacity between the lower bound and the best arena known.
-// Deterministic apart from where the time limit cuts it; never returns a worse plan.
+// branch_and_bound.h - the exact planner's driver: it turns the decision search of
+// canonical_search.h ("does it fit in C bytes?") into a minimisation of the arena.
+// First it asks for a packing at the lower bound (these inputs often pack perfectly: then
+// the plan is proven optimal and it stops); then it bisects the capacity between the largest
+// one known to fail and the best arena found. Each question restarts the search over the
+// three static orders with node limits doubling from twice the buffer count (MiniMalloc's
+// round robin), so one unlucky order costs little.
+//
+// The effort is counted in work units (canonical_search.h), not time, so the answer is the
+// same on every machine and under any load; the wall-clock limit is only a safety net that
+// cuts in when the machine is several times slower than the work budget assumes.
+// Never returns a plan with an arena at or above `start_arena`.
 #pragma once
 
 #include <cstdint>
@@ -26,17 +21,24 @@
 
 namespace luma::core {
 
+struct BranchAndBoundLimits {
+  std::uint64_t work = 0;  // work units for the whole minimisation; 0: no bound but the time
+  double seconds = 0;      // wall-clock safety net; 0 or less (or above 10^9): none
+};
+
 struct BranchAndBoundResult {
   bool ran = false;             // false: the input was too large for it (see the constants)
   std::optional<Plan> plan;     // a plan smaller than the start arena, if one was found
-  bool proven_optimal = false;  // its arena was shown to be the smallest possible
+  bool proven_optimal = false;  // the plan's arena was shown to be the smallest possible
+  bool stopped_by_time = false; // the wall clock, not the work budget, ended it
   std::uint64_t nodes = 0;
+  std::uint64_t work = 0;
 };
 
-// Looks for a plan with an arena below `start_arena` within `time_limit_seconds`.
-// `max_nodes` (0 = none) bounds the search too, for reproducible tests.
+// Looks for a plan with an arena below `start_arena` (a plan already known, e.g. the
+// greedy's), down to `lower_bound`.
 BranchAndBoundResult branch_and_bound(const std::vector<Lifetime>& lifetimes,
                                       std::uint64_t lower_bound, std::uint64_t start_arena,
-                                      double time_limit_seconds, std::uint64_t max_nodes = 0);
+                                      const BranchAndBoundLimits& limits);
 
 }  // namespace luma::core

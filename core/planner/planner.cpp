@@ -48,13 +48,17 @@ PlanReport plan_lifetimes(const std::vector<Lifetime>& lifetimes, Strategy strat
   if (strategy == Strategy::best) {
     const Plan start = report.runs.back().plan;
     report.runs.push_back(timed(lifetimes, [&] {
-      // Exact search where its per-node scan over sections stays cheap; the local search
-      // over orders otherwise.
+      // The exact search where its per-node scans stay cheap and its tables small (see the
+      // constants); the local search over orders otherwise. Both spend the same work budget.
       if (lifetimes.size() <= planner::kBranchAndBoundMaxBuffers) {
+        BranchAndBoundLimits limits;
+        limits.seconds = search.time_limit_seconds;
+        limits.work = work_budget_of(search);
         BranchAndBoundResult r =
-            branch_and_bound(lifetimes, report.lower_bound, start.arena,
-                             search.time_limit_seconds, search.max_iterations);
+            branch_and_bound(lifetimes, report.lower_bound, start.arena, limits);
         report.search_iterations = r.nodes;
+        report.search_work = r.work;
+        report.search_stopped_by_time = r.stopped_by_time;
         if (r.plan) {
           r.plan->strategy = r.proven_optimal ? "branch-and-bound (optimal)" : "branch-and-bound";
           return *r.plan;

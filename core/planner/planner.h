@@ -30,7 +30,9 @@ struct PlanReport {
   std::uint64_t lower_bound = 0;
   std::vector<StrategyRun> runs;  // in the order they ran
   Plan chosen;                    // the smallest arena (the first on ties)
-  std::uint64_t search_iterations = 0;
+  std::uint64_t search_iterations = 0;  // branch and bound: nodes; local search: iterations
+  std::uint64_t search_work = 0;        // branch and bound: work units spent
+  bool search_stopped_by_time = false;  // the time limit, not the work budget, ended it
 };
 
 PlanReport plan_lifetimes(const std::vector<Lifetime>& lifetimes, Strategy strategy,

@@ -15,26 +15,49 @@ inline constexpr std::uint64_t kReplayRound = 256;
 // ... and gives the TLSF an arena of twice the total rounded size, so it never runs out.
 inline constexpr std::uint64_t kReplayArenaFactor = 2;
 
+// How many events ahead the replay prefetches an alloc's plan entry: that read is a cache
+// miss (a buffer's events are far apart in input order) and an event takes tens of ns.
+inline constexpr std::size_t kReplayPrefetchDistance = 16;
+// The largest buffer (and total) the replay accepts: the TLSF's arena (twice the total) must
+// stay below 2^62, and rounding to 256 B must not overflow.
+inline constexpr std::uint64_t kReplayMaxSize = std::uint64_t{1} << 60;
+
 // cudaMalloc returns 256-byte aligned pointers, so buffers read from an RMM log keep it.
 inline constexpr std::uint64_t kRmmAlignment = 256;
 
-// Default wall-clock budget of the improvement search. Every MiniMalloc benchmark file
-// (the hardest inputs we know) finishes within it; searches that reach the lower bound stop
-// at once.
+// Default time limit of the improvement search (`luma plan --time-limit`). The exact search
+// is bounded by work units, not time (so its answer does not depend on the machine or its
+// load): the limit buys kBranchAndBoundWorkPerSecond units per second, and the wall clock
+// only cuts in on a machine several times slower. With 1.5 s every MiniMalloc benchmark file
+// (the hardest inputs we know) finishes well within 2 s even on a quarter of a core.
 inline constexpr double kDefaultTimeLimitSeconds = 1.5;
-// The branch and bound scans every section at each node: fine for thousands of buffers,
-// too slow beyond; larger inputs get the local search over orders instead.
+// Work units (canonical_search.h: buffers and sections scanned, overlaps followed) granted
+// per second of the time limit. This 2-core machine does about 400 million per second on a
+// core (debugoptimized or release alike), so a quarter of that: the default budget (150 M,
+// ~0.4 s of CPU for the hardest file) is spent before the 1.5 s deadline even on a quarter
+// of a core, where the 2-core machine shared by several compiling engineers often leaves it.
+inline constexpr std::uint64_t kBranchAndBoundWorkPerSecond = 100'000'000;
+// The exact search scans the unplaced buffers at each node: fine for thousands of buffers,
+// slow beyond; larger inputs get the local search over orders instead.
 inline constexpr std::size_t kBranchAndBoundMaxBuffers = 20000;
-// ... and keeps every overlapping pair in memory: more pairs than this (16 bytes each)
-// would cost more memory than the input deserves, so the local search runs instead.
+// ... and keeps every overlapping pair in memory: more pairs than this (8 bytes each, and as
+// many section entries at most) would cost more memory than the input deserves.
 inline constexpr std::size_t kBranchAndBoundMaxOverlaps = std::size_t{1} << 22;
-// Share of the time limit spent asking for a packing at the lower bound before minimising
-// from the best arena known: inputs that pack perfectly are found fast by the decision
-// search, and the rest still get the remaining time.
-inline constexpr double kBranchAndBoundDecisionShare = 0.5;
-// Then it bisects the capacity; each question gets this share of the time left, so a
+// Share of the work spent asking for a packing at the lower bound before minimising from the
+// best arena known: inputs that pack perfectly are found by that question alone (B and E of
+// the benchmark set need 55 M and 45 M units: this gives them 90 M at the default budget),
+// the rest still get 40%.
+inline constexpr double kBranchAndBoundDecisionShare = 0.6;
+// Then it bisects the capacity; each question gets this share of the work left, so a
 // capacity too hard to decide costs a bounded part and the bisection moves on (upwards).
-inline constexpr double kBranchAndBoundBisectShare = 0.34;
+inline constexpr double kBranchAndBoundBisectShare = 0.25;
+// Once the bisection interval is this fraction of the arena it restarts from the largest
+// capacity proven to fail, splitting at the next of these fractions: how hard a capacity is
+// varies erratically, so fresh capacities are better chances than ever finer steps.
+inline constexpr double kBisectRestartFraction = 0.002;
+inline constexpr double kBisectSplits[] = {0.5, 0.3, 0.7, 0.15, 0.85};
+// The first node limit of a restart round: twice the buffers (MiniMalloc's), at least this.
+inline constexpr std::uint64_t kRestartMinNodes = 64;
 // Above this many buffers the greedy runs only by-size best fit instead of all eight
 // ordering x fit variants (each is a full placement, seconds at 10^6 buffers).
 inline constexpr std::size_t kGreedyAllOrdersMaxBuffers = 100000;

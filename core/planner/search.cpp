@@ -7,6 +7,7 @@
 #include "planner/greedy.h"
 #include "planner/overlap_index.h"
 #include "planner/placement.h"
+#include "planner/planner_constants.h"
 
 namespace luma::core {
 
@@ -99,12 +100,24 @@ class Decoder {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> busy_;
 };
 
+// Longer time limits than this (about 30 years) mean none: the clock would overflow.
+constexpr double kNoDeadlineBeyondSeconds = 1e9;
+
 // Iterations without a new best before the search goes back to the best order.
 constexpr std::uint64_t kPatience = 400;
 // Check the clock this often (a decode of a small input takes microseconds).
 constexpr std::uint64_t kClockEvery = 16;
 
 }  // namespace
+
+std::uint64_t work_budget_of(const SearchOptions& options) {
+  if (options.work_budget != 0) return options.work_budget;
+  const double units = std::max(options.time_limit_seconds, 0.0) *
+                       static_cast<double>(planner::kBranchAndBoundWorkPerSecond);
+  constexpr double kMost = 4e18;  // below 2^62: the conversion must not overflow
+  if (!(units < kMost)) return static_cast<std::uint64_t>(kMost);  // huge, infinite or NaN
+  return std::max<std::uint64_t>(static_cast<std::uint64_t>(units), 1);  // 0 s: one step
+}
 
 SearchResult search_plan(const std::vector<Lifetime>& lifetimes, const Plan& start,
                          std::uint64_t lower_bound, const SearchOptions& options) {
@@ -115,8 +128,15 @@ SearchResult search_plan(const std::vector<Lifetime>& lifetimes, const Plan& sta
   Graph graph;
   if (!build_graph(lifetimes, graph)) return result;
   using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(options.time_limit_seconds));
+  const auto deadline =
+      options.time_limit_seconds < kNoDeadlineBeyondSeconds
+          ? Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                               std::max(options.time_limit_seconds, 0.0)))
+          : Clock::time_point::max();
+  const std::uint64_t max_iterations =
+      options.max_iterations != 0
+          ? options.max_iterations
+          : std::max<std::uint64_t>(work_budget_of(options) / (n + graph.nbr.size()), 1);
   Decoder decoder(lifetimes, graph, lower_bound);
   Rng rng(options.seed);
 
@@ -141,9 +161,8 @@ SearchResult search_plan(const std::vector<Lifetime>& lifetimes, const Plan& sta
   std::uint64_t stale = 0;
   auto done = [&] {
     if (best.arena <= lower_bound) return true;
-    if (options.max_iterations && result.iterations >= options.max_iterations) return true;
-    return options.max_iterations == 0 && result.iterations % kClockEvery == 0 &&
-           Clock::now() >= deadline;
+    if (result.iterations >= max_iterations) return true;
+    return result.iterations % kClockEvery == 0 && Clock::now() >= deadline;
   };
   // Offsets of `current` (the decoder holds the last decode, so re-decode when needed).
   std::vector<std::uint64_t> current_offsets = best_offsets;

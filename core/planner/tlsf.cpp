@@ -32,14 +32,6 @@ Tlsf::Tlsf(std::uint64_t size, std::uint64_t base, std::uint64_t block_size,
   if (size > 0) push_back(new_block(0, size));
 }
 
-std::uint32_t Tlsf::level1(std::uint64_t size) const noexcept { return bit_length(size); }
-
-std::uint32_t Tlsf::level2(std::uint64_t size) const noexcept {
-  std::uint32_t msb = bit_length(size);
-  if (msb == 0) return 0;
-  std::uint32_t shift = msb > l2_bits_ ? msb - l2_bits_ : 0;
-  return static_cast<std::uint32_t>((size - (std::uint64_t{1} << (msb - 1))) >> shift);
-}
 
 std::uint64_t Tlsf::search_size(std::uint64_t size, std::uint64_t align) const noexcept {
   std::uint64_t req = size > block_size_ ? size : block_size_;
@@ -51,9 +43,6 @@ std::uint64_t Tlsf::search_size(std::uint64_t size, std::uint64_t align) const n
   return s;
 }
 
-std::uint32_t Tlsf::slot_of(std::uint64_t size) const noexcept {
-  return level1(size) * slots_ + level2(size);
-}
 
 std::uint32_t Tlsf::new_block(std::uint64_t offset, std::uint64_t size) {
   std::uint32_t b;
@@ -64,39 +53,49 @@ std::uint32_t Tlsf::new_block(std::uint64_t offset, std::uint64_t size) {
     b = static_cast<std::uint32_t>(blocks_.size());
     blocks_.emplace_back();
   }
-  blocks_[b] = Block{offset, size, kNil, kNil, kNil, kNil, true};
-  by_offset_.set(offset, b);
+  blocks_[b] = Block{offset, size, kNil, kNil, kNil, kNil, kNil, true};
   return b;
 }
 
-void Tlsf::drop_block(std::uint32_t b) {
-  by_offset_.erase(blocks_[b].offset);
-  spare_.push_back(b);
+void Tlsf::drop_block(std::uint32_t b) { spare_.push_back(b); }
+
+// Block 0 always starts at offset 0: merging keeps the left block, so it is never dropped.
+std::uint32_t Tlsf::find_block(std::uint64_t offset) const {
+  if (blocks_.empty()) return kNil;
+  std::size_t steps = 0;
+  for (std::uint32_t b = 0; b != kNil && steps <= blocks_.size(); b = blocks_[b].phys_next, ++steps) {
+    if (blocks_[b].offset == offset) return b;
+    if (blocks_[b].offset > offset) break;
+  }
+  return kNil;
 }
 
+// slots_ is a power of two (1 << l2_bits_): a bucket's row and column by shift and mask.
 void Tlsf::push_back(std::uint32_t b) {
-  std::uint32_t s = slot_of(blocks_[b].size);
+  const std::uint32_t s = slot_of(blocks_[b].size);
   Block& blk = blocks_[b];
+  blk.bucket = s;
   blk.free_next = kNil;
   blk.free_prev = tail_[s];
   if (tail_[s] == kNil) head_[s] = b;
   else blocks_[tail_[s]].free_next = b;
   tail_[s] = b;
-  l2_bitmap_[s / slots_] |= std::uint64_t{1} << (s % slots_);
-  l1_bitmap_ |= std::uint64_t{1} << (s / slots_);
+  l2_bitmap_[s >> l2_bits_] |= std::uint64_t{1} << (s & (slots_ - 1));
+  l1_bitmap_ |= std::uint64_t{1} << (s >> l2_bits_);
 }
 
 void Tlsf::unlink(std::uint32_t b) {
-  std::uint32_t s = slot_of(blocks_[b].size);
   Block& blk = blocks_[b];
+  const std::uint32_t s = blk.bucket;
   if (blk.free_prev == kNil) head_[s] = blk.free_next;
   else blocks_[blk.free_prev].free_next = blk.free_next;
   if (blk.free_next == kNil) tail_[s] = blk.free_prev;
   else blocks_[blk.free_next].free_prev = blk.free_prev;
   blk.free_prev = blk.free_next = kNil;
+  blk.bucket = kNil;
   if (head_[s] == kNil) {
-    std::uint32_t l1 = s / slots_;
-    l2_bitmap_[l1] &= ~(std::uint64_t{1} << (s % slots_));
+    const std::uint32_t l1 = s >> l2_bits_;
+    l2_bitmap_[l1] &= ~(std::uint64_t{1} << (s & (slots_ - 1)));
     if (l2_bitmap_[l1] == 0) l1_bitmap_ &= ~(std::uint64_t{1} << l1);
   }
 }
@@ -117,6 +116,12 @@ std::uint32_t Tlsf::split(std::uint32_t b, std::uint64_t size) {
 }
 
 std::uint64_t Tlsf::alloc(std::uint64_t size, std::uint64_t align) {
+  const Handle b = alloc_block(size, align);
+  handed_out_.set(blocks_[b].offset, b);
+  return blocks_[b].offset + base_;
+}
+
+Tlsf::Handle Tlsf::alloc_block(std::uint64_t size, std::uint64_t align) {
   std::uint64_t req = size > block_size_ ? size : block_size_;
   if (align == 0) align = 1;
   std::uint64_t want = search_size(size, align);
@@ -162,7 +167,7 @@ std::uint64_t Tlsf::alloc(std::uint64_t size, std::uint64_t align) {
   blocks_[b].is_free = false;
   std::uint64_t end = blocks_[b].offset + req;
   if (end > peak_used_) peak_used_ = end;
-  return blocks_[b].offset + base_;
+  return b;
 }
 
 void Tlsf::free(std::uint64_t offset) {
@@ -171,11 +176,22 @@ void Tlsf::free(std::uint64_t offset) {
                      "TLSF: free of unknown offset " + std::to_string(offset));
   };
   if (offset < base_) throw unknown();
-  std::uint32_t b = by_offset_.find(offset - base_);
-  if (b == OffsetMap::kEmpty) throw unknown();
-  if (blocks_[b].is_free)
-    throw TlsfError(TlsfError::Kind::double_free, offset,
-                    "TLSF: double free at offset " + std::to_string(offset));
+  const std::uint32_t b = handed_out_.find(offset - base_);
+  if (b == OffsetMap::kEmpty) {
+    // Not handed out: the start of a free block (a double free) or of no block at all.
+    const std::uint32_t f = find_block(offset - base_);
+    if (f != kNil && blocks_[f].is_free)
+      throw TlsfError(TlsfError::Kind::double_free, offset,
+                      "TLSF: double free at offset " + std::to_string(offset));
+    throw unknown();
+  }
+  handed_out_.erase(offset - base_);
+  free_block(b);
+}
+
+void Tlsf::free_block(Handle b) {
+  if (b >= blocks_.size() || blocks_[b].is_free)
+    throw std::invalid_argument("TLSF: free_block of a block not in use");
   blocks_[b].is_free = true;
   // Merge with a free left neighbour (it keeps its start), then with a free right one.
   std::uint32_t left = blocks_[b].phys_prev;
@@ -211,11 +227,11 @@ std::vector<std::string> Tlsf::check() const {
   std::vector<std::string> bad;
   auto at = [](std::uint64_t offset) { return " (block at " + std::to_string(offset) + ")"; };
   // The address chain: from offset 0, contiguous, covering the arena exactly.
-  std::size_t chain = 0, free_blocks = 0;
+  std::size_t chain = 0, free_blocks = 0, used_blocks = 0;
   std::uint64_t expect = 0;
   if (size_ > 0) {
-    std::uint32_t first = by_offset_.find(0);
-    if (first == OffsetMap::kEmpty) {
+    std::uint32_t first = blocks_.empty() ? kNil : 0;
+    if (first == kNil || blocks_[0].offset != 0) {
       bad.push_back("no block starts at offset 0");
     } else {
       std::uint32_t prev = kNil;
@@ -230,8 +246,10 @@ std::vector<std::string> Tlsf::check() const {
         if (blk.phys_prev != prev) bad.push_back("wrong previous-neighbour link" + at(blk.offset));
         if (prev != kNil && blocks_[prev].is_free && blk.is_free)
           bad.push_back("two adjacent free blocks were not merged" + at(blk.offset));
-        if (by_offset_.find(blk.offset) != b)
-          bad.push_back("block missing from the offset map" + at(blk.offset));
+        const std::uint32_t mapped = handed_out_.find(blk.offset);
+        if (mapped != OffsetMap::kEmpty && (mapped != b || blk.is_free))
+          bad.push_back("the offset map names the wrong block" + at(blk.offset));
+        if (!blk.is_free) ++used_blocks;
         if (blk.is_free) {
           ++free_blocks;
           std::uint32_t s = slot_of(blk.size);
@@ -248,7 +266,8 @@ std::vector<std::string> Tlsf::check() const {
     if (expect != size_) bad.push_back("blocks cover " + std::to_string(expect) + " of " +
                                        std::to_string(size_) + " bytes");
   }
-  if (by_offset_.size() != chain) bad.push_back("the offset map holds blocks not in the chain");
+  if (handed_out_.size() > used_blocks)
+    bad.push_back("the offset map holds blocks that are not in use");
   // Buckets: links mirror each other, members are free and belong there, bitmaps agree.
   std::size_t in_buckets = 0;
   for (std::uint32_t s = 0; s < head_.size(); ++s) {
@@ -258,12 +277,13 @@ std::vector<std::string> Tlsf::check() const {
       if (++n > blocks_.size()) { bad.push_back("a bucket list has a cycle"); break; }
       if (!blocks_[f].is_free) bad.push_back("used block in a bucket" + at(blocks_[f].offset));
       if (slot_of(blocks_[f].size) != s) bad.push_back("block in the wrong bucket" + at(blocks_[f].offset));
+      if (blocks_[f].bucket != s) bad.push_back("block's bucket field is wrong" + at(blocks_[f].offset));
       if (blocks_[f].free_prev != prev) bad.push_back("wrong bucket back link" + at(blocks_[f].offset));
       prev = f;
     }
     if (tail_[s] != prev) bad.push_back("bucket tail is wrong (bucket " + std::to_string(s) + ")");
     in_buckets += n;
-    bool bit = (l2_bitmap_[s / slots_] >> (s % slots_)) & 1;
+    bool bit = (l2_bitmap_[s >> l2_bits_] >> (s & (slots_ - 1))) & 1;
     if (bit != (n > 0)) bad.push_back("bitmap disagrees with bucket " + std::to_string(s));
   }
   for (std::uint32_t l1 = 0; l1 < levels_; ++l1) {

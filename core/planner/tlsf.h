@@ -5,10 +5,16 @@
 // the three errors, peak_used - so a replay gives the reference's offsets. Unlike the
 // reference, removal from a bucket is O(1): buckets are intrusive doubly-linked FIFO lists
 // and two bitmaps say which buckets are non-empty. FIFO order is the reference's.
-// It must never throw anything but TlsfError (and std::bad_alloc), and never read outside
-// its tables whatever the calls.
+// Blocks are records in one array, found by index (a Handle): splitting and merging touch no
+// map. Only the offset interface (alloc/free) keeps an offset -> block map, of the blocks
+// it handed out; a free of an offset not in it walks the blocks once to tell a double free
+// from an unknown offset (errors are rare; the common path stays O(1)). The replay uses
+// handles and no map at all.
+// It must never throw anything but TlsfError, std::invalid_argument (bad handle or
+// arguments) and std::bad_alloc, and never read outside its tables whatever the calls.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -47,12 +53,29 @@ class Tlsf {
   // is not the start of a block, TlsfError(double_free) for one already free.
   void free(std::uint64_t offset);
 
+  // The same without the offset map: alloc_block returns the block's handle, valid until
+  // free_block(handle). Blocks handed out one way must be freed the same way.
+  using Handle = std::uint32_t;
+  Handle alloc_block(std::uint64_t size, std::uint64_t align = 1);
+  void free_block(Handle block);  // std::invalid_argument for a handle not in use
+  std::uint64_t offset_of(Handle block) const {  // std::invalid_argument for no block
+    if (block >= blocks_.size()) throw std::invalid_argument("TLSF: no such block");
+    return blocks_[block].offset + base_;
+  }
+
   // The largest start + request ever handed out (base-relative).
   std::uint64_t peak_used() const noexcept { return peak_used_; }
 
   // Bucket indices: first level = bit length of the size; second level = its subdivision.
-  std::uint32_t level1(std::uint64_t size) const noexcept;
-  std::uint32_t level2(std::uint64_t size) const noexcept;
+  std::uint32_t level1(std::uint64_t size) const noexcept {
+    return static_cast<std::uint32_t>(64 - std::countl_zero(size));
+  }
+  std::uint32_t level2(std::uint64_t size) const noexcept {
+    const std::uint32_t msb = level1(size);
+    if (msb == 0) return 0;
+    const std::uint32_t shift = msb > l2_bits_ ? msb - l2_bits_ : 0;
+    return static_cast<std::uint32_t>((size - (std::uint64_t{1} << (msb - 1))) >> shift);
+  }
   // The size the search looks for: the request (at least block_size) plus align - 1,
   // rounded up to its bucket's granularity so any block of that bucket fits.
   std::uint64_t search_size(std::uint64_t size, std::uint64_t align) const noexcept;
@@ -72,12 +95,16 @@ class Tlsf {
     std::uint64_t size;
     std::uint32_t phys_prev, phys_next;  // address neighbours
     std::uint32_t free_prev, free_next;  // bucket FIFO links (free blocks only)
+    std::uint32_t bucket;                // while in a bucket: which (unlink needs no size math)
     bool is_free;
   };
 
   std::uint32_t new_block(std::uint64_t offset, std::uint64_t size);
   void drop_block(std::uint32_t b);
-  std::uint32_t slot_of(std::uint64_t size) const noexcept;
+  std::uint32_t find_block(std::uint64_t offset) const;  // kNil if no block starts there
+  std::uint32_t slot_of(std::uint64_t size) const noexcept {
+    return level1(size) * slots_ + level2(size);
+  }
   void push_back(std::uint32_t b);
   void unlink(std::uint32_t b);
   // Splits `size` bytes off the front of block b; the rest becomes a new free block put in
@@ -91,7 +118,7 @@ class Tlsf {
   std::vector<std::uint32_t> head_, tail_;  // per bucket: [l1 * slots_ + l2]
   std::vector<std::uint64_t> l2_bitmap_;    // per l1: which l2 buckets are non-empty
   std::uint64_t l1_bitmap_ = 0;             // which l1 rows have a non-empty bucket
-  OffsetMap by_offset_;  // block start -> block
+  OffsetMap handed_out_;  // start of each block alloc() returned and free() has not taken
   std::uint64_t peak_used_ = 0;
 };
 

@@ -1,12 +1,24 @@
-// bench_planner.cpp - planner speed: raw TLSF alloc/free pairs, the TLSF replay (events/s,
-// sort included) and the greedy on up to 10^6 buffers. Inputs are reproducible random
-// lifetimes (tests/planner/random_lifetimes.h): short lifetimes, so about 100 buffers are
-// live at a time, like an ML schedule's activations.
+// bench_planner.cpp - planner speed and quality, the three figures:
+//  - TLSF replay, events per second with the sort included (items = events), at 2x10^5,
+//    2x10^6 and 10^7 events (target >= 5 M/s at 2x10^6 and larger);
+//  - the greedy by size on 10^6 buffers (target <= 10 s);
+//  - `best` on each MiniMalloc benchmark file with `luma plan`'s defaults: time per file
+//    (target <= 2 s) and the counters ratio = arena / LB, proven (1: optimal), work; and all
+//    six together with their geometric mean (target <= 1.02).
+// Plus raw TLSF alloc+free pairs and the lower bound. Random inputs are reproducible
+// (tests/planner/random_lifetimes.h): short lifetimes, about 100 buffers live at a time, like
+// an ML schedule's activations, in random input order (the worst case for the replay's
+// memory traffic: a schedule's buffers come in time order).
 #include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <filesystem>
 
 #include "../planner/random_lifetimes.h"
 #include "planner/greedy.h"
+#include "planner/lifetime_reader.h"
 #include "planner/lower_bound.h"
+#include "planner/planner.h"
 #include "planner/planner_constants.h"
 #include "planner/tlsf.h"
 #include "planner/tlsf_replay.h"
@@ -40,13 +52,14 @@ void BM_TlsfAllocFree(benchmark::State& state) {
 }
 BENCHMARK(BM_TlsfAllocFree)->Arg(100)->Arg(10000);
 
+// range(0) buffers = twice as many events.
 void BM_TlsfReplay(benchmark::State& state) {
   auto lts = input(static_cast<std::size_t>(state.range(0)));
   for (auto _ : state) benchmark::DoNotOptimize(plan_tlsf_replay(lts).arena);
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * lts.size() * 2));
   state.SetLabel("items = events");
 }
-BENCHMARK(BM_TlsfReplay)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TlsfReplay)->Arg(100000)->Arg(1000000)->Arg(5000000)->Unit(benchmark::kMillisecond);
 
 void BM_GreedyBySize(benchmark::State& state) {
   auto lts = input(static_cast<std::size_t>(state.range(0)));
@@ -69,6 +82,63 @@ void BM_LowerBound(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * lts.size()));
 }
 BENCHMARK(BM_LowerBound)->Arg(1000000)->Unit(benchmark::kMillisecond);
+
+// ---- MiniMalloc benchmark files: `luma plan FILE` (strategy best, default time limit) ----
+
+const char* const kFiles[] = {"A", "B", "C", "D", "E", "F"};
+
+std::vector<Lifetime> minimalloc_file(const char* name) {
+  const std::filesystem::path path =
+      std::filesystem::path(LUMA_MINIMALLOC_DIR) / (std::string(name) + ".1048576.csv");
+  return std::filesystem::exists(path) ? read_lifetimes_file(path.string(), builtin_readers())
+                                       : std::vector<Lifetime>{};
+}
+
+SearchOptions cli_defaults() {
+  SearchOptions search;
+  search.time_limit_seconds = planner::kDefaultTimeLimitSeconds;
+  search.seed = planner::kSearchSeed;
+  return search;
+}
+
+// Reads, plans (tlsf, greedy, branch and bound) and checks, as `luma plan` does.
+void BM_MiniMallocBest(benchmark::State& state) {
+  const char* name = kFiles[state.range(0)];
+  if (minimalloc_file(name).empty()) {
+    state.SkipWithError("no MiniMalloc data");
+    return;
+  }
+  PlanReport report;
+  for (auto _ : state) {
+    auto lts = minimalloc_file(name);
+    report = plan_lifetimes(lts, Strategy::best, cli_defaults());
+  }
+  state.counters["ratio"] = static_cast<double>(report.chosen.arena) / static_cast<double>(report.lower_bound);
+  state.counters["proven"] = report.chosen.strategy == "branch-and-bound (optimal)" ? 1 : 0;
+  state.counters["work"] = static_cast<double>(report.search_work);
+  state.counters["by_time"] = report.search_stopped_by_time ? 1 : 0;
+  state.SetLabel(name);
+}
+BENCHMARK(BM_MiniMallocBest)->DenseRange(0, 5)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
+
+void BM_MiniMallocAllSix(benchmark::State& state) {
+  double mean = 0;
+  for (auto _ : state) {
+    double log_sum = 0;
+    for (const char* name : kFiles) {
+      auto lts = minimalloc_file(name);
+      if (lts.empty()) {
+        state.SkipWithError("no MiniMalloc data");
+        return;
+      }
+      PlanReport r = plan_lifetimes(lts, Strategy::best, cli_defaults());
+      log_sum += std::log(static_cast<double>(r.chosen.arena) / static_cast<double>(r.lower_bound));
+    }
+    mean = std::exp(log_sum / static_cast<double>(std::size(kFiles)));
+  }
+  state.counters["geomean"] = mean;
+}
+BENCHMARK(BM_MiniMallocAllSix)->Unit(benchmark::kMillisecond)->Iterations(1)->MeasureProcessCPUTime()->UseRealTime();
 
 }  // namespace
 

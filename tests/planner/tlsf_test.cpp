@@ -149,6 +149,62 @@ TEST(Tlsf, SameCallsSameOffsets) {
   EXPECT_EQ(run(), run());
 }
 
+TEST(Tlsf, HandlesGiveTheSameOffsetsAsTheOffsetInterface) {
+  // The same calls through both interfaces; the handle one keeps no offset map.
+  Tlsf by_offset(1 << 22, 0, 256, 32), by_handle(1 << 22, 0, 256, 32);
+  std::vector<std::uint64_t> offsets;
+  std::vector<Tlsf::Handle> handles;
+  std::uint64_t x = 99;
+  for (int i = 0; i < 3000; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    if (!offsets.empty() && (x >> 60) < 7) {
+      std::size_t k = (x >> 20) % offsets.size();
+      by_offset.free(offsets[k]);
+      by_handle.free_block(handles[k]);
+      offsets.erase(offsets.begin() + static_cast<std::ptrdiff_t>(k));
+      handles.erase(handles.begin() + static_cast<std::ptrdiff_t>(k));
+    } else {
+      const std::uint64_t size = 256 + (x >> 40) % 20000, align = std::uint64_t{1} << ((x >> 33) % 10);
+      offsets.push_back(by_offset.alloc(size, align));
+      handles.push_back(by_handle.alloc_block(size, align));
+      ASSERT_EQ(by_handle.offset_of(handles.back()), offsets.back()) << "call " << i;
+    }
+    if (i % 101 == 0) {
+      expect_valid(by_offset);
+      expect_valid(by_handle);
+    }
+  }
+  EXPECT_EQ(by_offset.peak_used(), by_handle.peak_used());
+  ASSERT_FALSE(handles.empty());
+  const Tlsf::Handle h = handles.back();
+  by_handle.free_block(h);
+  EXPECT_THROW(by_handle.free_block(h), std::invalid_argument);  // no longer in use
+  EXPECT_THROW(by_handle.free_block(1u << 30), std::invalid_argument);  // never a block
+}
+
+TEST(Tlsf, DoubleFreeAfterAMergeIsAnUnknownOffset) {
+  // As in the reference: a freed block merged into its left neighbour no longer starts a
+  // block, so freeing its offset again is an unknown offset, not a double free.
+  Tlsf t(4096, 0, 256, 32);
+  std::uint64_t a = t.alloc(256), b = t.alloc(256);
+  t.alloc(256);
+  t.free(a);
+  t.free(b);  // merges into a's block
+  try {
+    t.free(b);
+    FAIL() << "no error";
+  } catch (const TlsfError& e) {
+    EXPECT_EQ(e.kind(), TlsfError::Kind::unknown_offset);
+  }
+  try {
+    t.free(a);  // a's block is free and still starts at a
+    FAIL() << "no error";
+  } catch (const TlsfError& e) {
+    EXPECT_EQ(e.kind(), TlsfError::Kind::double_free);
+  }
+  expect_valid(t);
+}
+
 }  // namespace
 }  // namespace luma::core
 
