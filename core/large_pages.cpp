@@ -31,7 +31,7 @@ bool use_mapping(std::size_t bytes) noexcept {
 
 void* allocate_index_memory(std::size_t bytes) {
   if (!use_mapping(bytes)) {
-    void* p = ::operator new(bytes);
+    void* p = ::operator new(bytes, std::align_val_t{kIndexMemoryAlignment});
     std::memset(p, 0, bytes);
     return p;
   }
@@ -58,7 +58,7 @@ void* allocate_index_memory(std::size_t bytes) {
 void free_index_memory(void* p, std::size_t bytes) noexcept {
   if (p == nullptr) return;
   if (!use_mapping(bytes)) {
-    ::operator delete(p);
+    ::operator delete(p, std::align_val_t{kIndexMemoryAlignment});
     return;
   }
 #if defined(__linux__)

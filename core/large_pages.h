@@ -8,12 +8,15 @@
 // Requests under 2 MiB come from operator new: small allocators keep a small footprint.
 //
 // allocate_index_memory throws std::bad_alloc when no memory is left (callers reserve
-// before they change state, so the allocator stays untouched); the memory is zeroed.
+// before they change state, so the allocator stays untouched); the memory is zeroed and
+// aligned to a cache line (kIndexMemoryAlignment; block records are one line each).
 #pragma once
 
 #include <cstddef>
 
 namespace luma::core {
+
+inline constexpr std::size_t kIndexMemoryAlignment = 64;
 
 void* allocate_index_memory(std::size_t bytes);
 // `bytes` exactly as passed to allocate_index_memory.

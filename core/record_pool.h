@@ -18,6 +18,7 @@ namespace luma::core {
 template <typename T>
 class RecordPool {
   static_assert(std::is_trivially_destructible_v<T>, "records are reused without destruction");
+  static_assert(alignof(T) <= kIndexMemoryAlignment, "chunks are aligned to a cache line");
 
  public:
   RecordPool() = default;
