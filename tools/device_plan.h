@@ -2,8 +2,11 @@
 // the planner's report. Shared by the writers of the plan files.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "plan_file.h"
 #include "planner/lifetime.h"
 #include "planner/planner.h"
 
@@ -13,6 +16,10 @@ struct DevicePlan {
   int device = 0;
   std::vector<core::Lifetime> lifetimes;
   core::PlanReport report;
+  // For plan replay (docs/plan-replay.md): the bytes each lifetime requested (empty: its
+  // size), and the layout of a periodic plan (lifetimes are then its warm-up + one period).
+  std::vector<std::uint64_t> requested;
+  std::optional<core::PeriodicLayout> periodic;
 };
 
 // arena / lower bound; 1 when both are 0 (nothing to place).

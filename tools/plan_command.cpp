@@ -1,9 +1,12 @@
-// plan_command.cpp - `luma plan INPUT`: read a planner CSV or an RMM log (format detected by
-// content), plan each device, print the strategies' table, write the requested files.
-// Every plan written has passed the planner's checker.
+// plan_command.cpp - `luma plan INPUT`: read a luma trace, a planner CSV or an RMM log
+// (format detected by content), plan each device, print the strategies' table, write the
+// requested files. Every plan written has passed the planner's checker. With --periodic,
+// each device's repeating period is found and the warm-up plus one period is planned
+// (core/planner/periodic.h); a device without one is an error (exit 1).
 #include <fmt/core.h>
 
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,9 +14,13 @@
 #include "commands.h"
 #include "device_plan.h"
 #include "plan_files.h"
+#include "plan_trace_input.h"
 #include "planner/lifetime_reader.h"
+#include "planner/periodic.h"
 #include "planner/planner.h"
 #include "planner/planner_constants.h"
+#include "stats_format.h"
+#include "trace/trace_header.h"
 
 namespace luma::tools {
 
@@ -25,7 +32,43 @@ struct PlanOptions {
   std::string json, csv, svg;
   std::optional<int> device;
   double time_limit = core::planner::kDefaultTimeLimitSeconds;
+  bool periodic = false;
 };
+
+// A luma trace carries what replay needs beyond lifetimes (requested bytes, fingerprint).
+bool is_luma_trace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[16] = {};
+  in.read(head, sizeof head);
+  return core::trace::has_trace_magic(std::string_view(head, static_cast<std::size_t>(in.gcount())));
+}
+
+struct PlanInput {
+  std::vector<core::Lifetime> lifetimes;
+  std::vector<std::uint64_t> requested;  // parallel to lifetimes; empty when unknown
+  std::optional<core::RunFingerprint> fingerprint;
+};
+
+PlanInput read_input(const std::string& path) {
+  PlanInput in;
+  if (is_luma_trace(path)) {
+    core::RecordedRun run = core::read_recorded_run(path);
+    in.lifetimes = std::move(run.lifetimes);
+    in.requested = std::move(run.requested);
+    in.fingerprint = std::move(run.fingerprint);
+  } else {
+    in.lifetimes = core::read_lifetimes_file(path, core::builtin_readers());
+  }
+  return in;
+}
+
+std::vector<std::uint64_t> requested_of_device(const PlanInput& in, int device) {
+  std::vector<std::uint64_t> out;
+  if (in.requested.empty()) return out;
+  for (std::size_t i = 0; i < in.lifetimes.size(); ++i)
+    if (in.lifetimes[i].device == device) out.push_back(in.requested[i]);
+  return out;
+}
 
 [[noreturn]] void fail(const std::string& message) {
   std::fprintf(stderr, "luma plan: %s\n", message.c_str());
@@ -44,13 +87,43 @@ void print_table(const std::string& input, const DevicePlan& dp) {
              arena_ratio(r.chosen.arena, r.lower_bound));
 }
 
+// --periodic: the device's warm-up + one period, planned to repeat (or exit 1).
+void plan_device_periodic(const PlanOptions& o, DevicePlan& dp, core::Strategy strategy,
+                          const core::SearchOptions& search) {
+  const core::AllocationSequence seq = core::allocation_sequence(dp.lifetimes, dp.requested);
+  const core::PeriodSearch found = core::find_period(seq);
+  if (!found.found) {
+    fail(fmt::format("{}: device {}: {} (--periodic needs a pattern of allocations and frees that "
+                     "repeats at least {} times to the end of the trace; plan without --periodic)",
+                     o.input, dp.device,
+                     found.budget_exhausted ? "no period found within the search budget"
+                                            : "no repeating period in its allocations",
+                     core::plan::kMinPeriodRepeats));
+  }
+  const core::PeriodicPlan pp = core::plan_periodic(dp.lifetimes, seq, *found.found, strategy, search);
+  fmt::print("{}: device {}: period of {} allocations after a warm-up of {} ({} full periods captured; cut "
+             "where {} are live across the period boundary)\n",
+             o.input, dp.device, pp.period, pp.warmup, pp.captured_iterations, core::format_bytes(pp.boundary_bytes));
+  core::PeriodicLayout layout;
+  layout.warmup = pp.warmup;
+  layout.period = pp.period;
+  layout.detected_warmup = pp.detected_warmup;
+  layout.captured_iterations = pp.captured_iterations;
+  layout.boundary_bytes = pp.boundary_bytes;
+  dp.periodic = layout;
+  dp.lifetimes = pp.slots;
+  dp.requested = pp.slot_key;
+  dp.report = pp.report;
+}
+
 void run_plan(const PlanOptions& o) {
-  std::vector<core::Lifetime> all;
+  PlanInput input;
   try {
-    all = core::read_lifetimes_file(o.input, core::builtin_readers());
+    input = read_input(o.input);
   } catch (const core::PlanInputError& e) {
     fail(e.what());
   }
+  const std::vector<core::Lifetime>& all = input.lifetimes;
   std::vector<int> devices = core::devices_of(all);
   if (o.device) {
     if (std::find(devices.begin(), devices.end(), *o.device) == devices.end()) {
@@ -70,13 +143,16 @@ void run_plan(const PlanOptions& o) {
     DevicePlan dp;
     dp.device = d;
     dp.lifetimes = core::lifetimes_of_device(all, d);
-    dp.report = core::plan_lifetimes(dp.lifetimes, *strategy, search);
+    dp.requested = requested_of_device(input, d);
+    if (o.periodic) plan_device_periodic(o, dp, *strategy, search);
+    else dp.report = core::plan_lifetimes(dp.lifetimes, *strategy, search);
     print_table(o.input, dp);
     plans.push_back(std::move(dp));
   }
   if (devices.empty()) fmt::print("{}: no buffers\n", o.input);
   try {
-    if (!o.json.empty()) write_plan_json(o.json, o.input, plans);
+    if (!o.json.empty())
+      write_plan_json(o.json, o.input, plans, input.fingerprint ? &*input.fingerprint : nullptr);
     if (!o.csv.empty()) write_plan_csv(o.csv, plans);
     if (!o.svg.empty()) write_plan_svg(o.svg, plans);
   } catch (const std::exception& e) {
@@ -91,9 +167,12 @@ void add_plan_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "plan", "Plan device memory offline for a luma trace, an RMM log or a planner CSV");
   cmd->add_option("INPUT", options->input,
-                  "planner CSV (id,lower,upper,size[,alignment]) or RMM log "
+                  "luma trace, planner CSV (id,lower,upper,size[,alignment]) or RMM log "
                   "(Thread,Time,Action,Pointer,Size,Stream)")
       ->required();
+  cmd->add_flag("--periodic", options->periodic,
+                "find each device's repeating period and plan the warm-up plus one period, to be "
+                "replayed for any number of iterations (exit 1 when there is none)");
   cmd->add_option("--strategy", options->strategy,
                   "tlsf: tinygrad's TLSF replay; greedy: greedy-by-size family; best: both "
                   "plus the improvement search (default)")

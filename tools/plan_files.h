@@ -10,8 +10,10 @@
 
 namespace luma::tools {
 
+// `fingerprint`: the run the input recorded (luma traces only), written for plan replay.
 void write_plan_json(const std::string& path, const std::string& input,
-                     const std::vector<DevicePlan>& plans);
+                     const std::vector<DevicePlan>& plans,
+                     const core::RunFingerprint* fingerprint = nullptr);
 void write_plan_csv(const std::string& path, const std::vector<DevicePlan>& plans);
 void write_plan_svg(const std::string& path, const std::vector<DevicePlan>& plans);
 

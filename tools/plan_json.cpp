@@ -1,47 +1,51 @@
-// plan_json.cpp - the plan as JSON: per device the arena, the lower bound, the strategy,
-// the strategies tried, and per allocation its sequence number, name, size, offset and
-// lifetime.
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <stdexcept>
+// plan_json.cpp - the plan as JSON: the plan file of core/plan_file.h (per device the
+// arena, alignment, lower bound, strategy, the strategies tried, and per allocation its
+// sequence number, name, requested bytes, size, offset and lifetime; the fingerprint of a
+// traced run; the layout of a periodic plan). Written by core so that replay reads exactly
+// what is written here.
+#include <algorithm>
 
+#include "plan_file.h"
 #include "plan_files.h"
 
 namespace luma::tools {
 
 void write_plan_json(const std::string& path, const std::string& input,
-                     const std::vector<DevicePlan>& plans) {
-  nlohmann::ordered_json doc;
-  doc["input"] = input;
-  doc["devices"] = nlohmann::ordered_json::array();
+                     const std::vector<DevicePlan>& plans, const core::RunFingerprint* fingerprint) {
+  core::PlanFile file;
+  file.input = input;
+  if (fingerprint != nullptr) file.fingerprint = *fingerprint;
   for (const DevicePlan& dp : plans) {
     const core::Plan& plan = dp.report.chosen;
-    nlohmann::ordered_json dev;
-    dev["device"] = dp.device;
-    dev["arena"] = plan.arena;
-    dev["lower_bound"] = dp.report.lower_bound;
-    dev["arena_over_lower_bound"] = arena_ratio(plan.arena, dp.report.lower_bound);
-    dev["strategy"] = plan.strategy;
-    dev["strategies"] = nlohmann::ordered_json::array();
+    core::DevicePlanFile dev;
+    dev.device = dp.device;
+    dev.arena = plan.arena;
+    dev.lower_bound = dp.report.lower_bound;
+    dev.strategy = plan.strategy;
+    // The alignment every offset keeps: the smallest the lifetimes asked for (256 for a
+    // trace or an RMM log; a planner CSV's may be 1, and such a plan cannot be replayed).
+    if (!dp.lifetimes.empty()) {
+      dev.alignment = ~std::uint64_t{0};
+      for (const core::Lifetime& lt : dp.lifetimes) dev.alignment = std::min(dev.alignment, std::max<std::uint64_t>(lt.alignment, 1));
+    }
     for (const core::StrategyRun& run : dp.report.runs)
-      dev["strategies"].push_back({{"strategy", run.plan.strategy},
-                                   {"arena", run.plan.arena},
-                                   {"seconds", run.seconds}});
-    auto& allocs = dev["allocations"] = nlohmann::ordered_json::array();
+      dev.strategies.push_back({run.plan.strategy, run.plan.arena, run.seconds});
+    dev.periodic = dp.periodic;
+    dev.allocations.reserve(dp.lifetimes.size());
     for (std::size_t i = 0; i < dp.lifetimes.size(); ++i) {
       const core::Lifetime& lt = dp.lifetimes[i];
-      allocs.push_back({{"id", i},
-                        {"name", lt.id},
-                        {"size", lt.size},
-                        {"offset", plan.offsets[i]},
-                        {"lower", lt.lower},
-                        {"upper", lt.upper}});
+      core::PlannedAllocation a;
+      a.name = lt.id;
+      a.requested = i < dp.requested.size() ? dp.requested[i] : lt.size;
+      a.size = lt.size;
+      a.offset = plan.offsets[i];
+      a.lower = lt.lower;
+      a.upper = lt.upper;
+      dev.allocations.push_back(std::move(a));
     }
-    doc["devices"].push_back(std::move(dev));
+    file.devices.push_back(std::move(dev));
   }
-  std::ofstream out(path);
-  out << doc.dump(1) << '\n';
-  if (!out) throw std::runtime_error(path + ": cannot write the plan JSON");
+  core::write_plan_file(path, file);
 }
 
 }  // namespace luma::tools

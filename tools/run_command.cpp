@@ -5,6 +5,11 @@
 // While the program runs, luma ignores SIGINT and SIGQUIT (the terminal delivers them to
 // the program too, which decides) and passes SIGTERM on to it, so the report still comes.
 // It never changes the program's arguments, working directory or other environment.
+// With --plan PLAN.json the program runs on its captured plan: LUMA_PLAN names the plan (as
+// an absolute path: the program may change directory before its first allocation) and
+// libluma.so replays it (docs/plan-replay.md). The plan is read and its executable and
+// arguments are compared with the command first, so a plan that cannot be used is refused
+// here with one line (exit 1) instead of being ignored by the program.
 #include <fmt/core.h>
 #include <signal.h>
 #include <spawn.h>
@@ -17,12 +22,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "plan_file.h"
+#include "plan_fingerprint.h"
 #include "preload_library.h"
 #include "trace_location.h"
 
@@ -41,8 +49,41 @@ struct RunOptions {
   std::string trace = kDefaultTrace;
   std::string stats;
   unsigned stacks = 0;
+  std::string plan;  // --plan: the plan file to replay (empty: none)
   std::vector<std::string> command;
 };
+
+// The plan checked against the command to run (the devices are the library's to check);
+// returns the absolute path for LUMA_PLAN, or prints why not and returns "".
+std::string usable_plan(const RunOptions& o) {
+  core::PlanFile plan;
+  try {
+    plan = core::read_plan_file(o.plan);
+  } catch (const core::PlanFileError& e) {
+    std::fprintf(stderr, "luma run: %s\n", e.what());
+    return {};
+  }
+  if (!plan.fingerprint) {
+    std::fprintf(stderr,
+                 "luma run: %s: refused: the plan has no fingerprint (it was made from %s, not from a "
+                 "luma trace)\n",
+                 o.plan.c_str(), plan.input.empty() ? "an unknown input" : plan.input.c_str());
+    return {};
+  }
+  if (o.command.empty()) return {};
+  core::RunFingerprint current;
+  current.executable = o.command.front();
+  current.arguments.assign(o.command.begin() + 1, o.command.end());
+  current.devices = plan.fingerprint->devices;  // not known here
+  const core::FingerprintMatch m = core::match_fingerprint(*plan.fingerprint, current);
+  if (!m.match) {
+    std::fprintf(stderr, "luma run: %s: refused: %s\n", o.plan.c_str(), m.reason.c_str());
+    return {};
+  }
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(o.plan, ec);
+  return ec ? o.plan : abs.string();
+}
 
 volatile sig_atomic_t g_child = 0;
 
@@ -109,6 +150,11 @@ int run_program(const RunOptions& o) {
       {"LUMA_TRACE", o.trace},
   };
   if (o.stacks > 0) set["LUMA_TRACE_STACKS"] = std::to_string(o.stacks);
+  if (!o.plan.empty()) {
+    const std::string plan = usable_plan(o);
+    if (plan.empty()) return kExitFailure;
+    set["LUMA_PLAN"] = plan;
+  }
   if (!o.stats.empty()) set["LUMA_STATS"] = o.stats;
   std::vector<std::string> env = child_environment(set);
   std::vector<char*> envp;
@@ -194,11 +240,15 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::Range(0u, 128u));
   cmd->add_option("--stats", o->stats, "statistics at exit: text (default), json or off")
       ->check(CLI::IsMember({"text", "json", "off"}));
+  cmd->add_option("--plan", o->plan,
+                  "run the program on this plan (luma plan -o): one arena per device, the planned "
+                  "offsets (LUMA_PLAN)");
   cmd->add_option("command", o->command, "PROGRAM ARGS... (after --)")->required();
   // Arguments after the program are the program's, even when they look like options.
   cmd->prefix_command();
   cmd->footer("Exit status: the program's (128 + N when signal N ended it), 127 when it "
-              "cannot be started, 2 for a bad command line.");
+              "cannot be started, 2 for a bad command line, 1 when --plan names a plan that "
+              "cannot be read or was made for another command.");
   cmd->callback([o, cmd] {
     RunOptions run = *o;
     std::vector<std::string> rest = cmd->remaining();
