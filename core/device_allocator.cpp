@@ -142,6 +142,17 @@ void DeviceAllocator::release_all() noexcept {
   cache_.release_all();
 }
 
+void DeviceAllocator::drop_device_memory() noexcept {
+  if (replay_ != nullptr) {
+    std::lock_guard<std::mutex> lock(replay_mu_);
+    replay_->drop_device_memory();
+    arena_begin_.store(0, std::memory_order_release);
+    arena_end_.store(0, std::memory_order_release);
+    following_.store(false, std::memory_order_release);
+  }
+  cache_.drop_device_memory();
+}
+
 bool DeviceAllocator::owns(const void* ptr, std::size_t* size) const noexcept {
   if (replay_ != nullptr && in_arena(ptr)) {
     std::lock_guard<std::mutex> lock(replay_mu_);
@@ -189,7 +200,7 @@ DeviceStats DeviceAllocator::stats() const noexcept {
   s.num_device_errors += r.num_device_errors;
   s.num_fence_waits += r.num_fence_waits;
   s.num_empty_cache += r.num_empty_cache;
-  s.invalid_frees += r.invalid_frees;
+  s.invalid_frees += r.invalid_frees;  // num_context_resets: the cache counts each once
   return s;
 }
 

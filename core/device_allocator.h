@@ -51,6 +51,9 @@ class DeviceAllocator {
   // divergence, the arena released once nothing in it is live.
   std::size_t empty_cache() noexcept;
   void release_all() noexcept;
+  // The context is gone: both the arena and the cache forget their memory without a device
+  // call (CachingAllocator::drop_device_memory); a plan is not followed any more.
+  void drop_device_memory() noexcept;
 
   bool owns(const void* ptr, std::size_t* size = nullptr) const noexcept;
   bool segment_of(const void* ptr, SegmentRange* out) const noexcept;

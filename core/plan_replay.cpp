@@ -73,6 +73,7 @@ const char* divergence_reason_name(DivergenceReason reason) noexcept {
     case DivergenceReason::live_conflict: return "live_conflict";
     case DivergenceReason::arena_unavailable: return "arena_unavailable";
     case DivergenceReason::incompatible_plan: return "incompatible_plan";
+    case DivergenceReason::context_lost: return "context_lost";
   }
   return "unknown";
 }
@@ -371,13 +372,45 @@ void PlanReplay::drain_pending() noexcept {
   while (!closed_.empty()) wait_oldest();
 }
 
-void PlanReplay::drop_arena() noexcept {
+void PlanReplay::drop_arena(bool released_by_us) noexcept {
   sub(stats_.segment, 1);
   sub(stats_.reserved_bytes, arena_bytes_);
-  ++stats_.num_device_free;
+  if (released_by_us) ++stats_.num_device_free;
   emit(EventKind::segment_release, base_, arena_bytes_, 0);
   base_ = 0;
   arena_released_ = true;
+}
+
+void PlanReplay::drop_device_memory() noexcept {
+  // Fences go back unchecked (their events died with the context); pending blocks are free.
+  for (const Epoch& e : closed_) {
+    dev_.fence_release(e.fence);
+    complete_epoch(e.head);
+  }
+  closed_.clear();
+  complete_epoch(open_.head);
+  open_.head = kNone;
+  open_.blocks = 0;
+  open_.bytes = 0;
+  for (std::uint32_t s = 0; s < state_.size(); ++s) {
+    if (state_[s] != SlotState::live) continue;
+    const std::uintptr_t addr = base_ + offset_[s];
+    state_[s] = SlotState::free;
+    live_at_[offset_index_[s]] = kNone;
+    sub(stats_.allocation, 1);
+    sub(stats_.allocated_bytes, size_[s]);
+    sub(stats_.requested_bytes, requested_[s]);
+    sub(stats_.active, 1);
+    sub(stats_.active_bytes, size_[s]);
+    emit(EventKind::free_requested, addr, size_[s], 0);
+    emit(EventKind::free_completed, addr, size_[s], 0);
+  }
+  if (base_ != 0) drop_arena(/*released_by_us=*/false);
+  following_ = false;  // the arena is gone: a new context is served by the cache
+  if (divergence_.reason == DivergenceReason::none) {
+    divergence_.reason = DivergenceReason::context_lost;
+    divergence_.sequence = next_;
+  }
 }
 
 std::size_t PlanReplay::empty_cache() noexcept {
@@ -385,7 +418,7 @@ std::size_t PlanReplay::empty_cache() noexcept {
   if (following_ || base_ == 0 || stats_.allocation.all.current != 0) return 0;
   if (!dev_.release(reinterpret_cast<void*>(base_), arena_bytes_)) return 0;
   const std::size_t released = arena_bytes_;
-  drop_arena();
+  drop_arena(/*released_by_us=*/true);
   return released;
 }
 
@@ -403,7 +436,7 @@ void PlanReplay::release_all() noexcept {
     sub(stats_.active, 1);
     sub(stats_.active_bytes, size_[s]);
   }
-  drop_arena();
+  drop_arena(/*released_by_us=*/true);
   following_ = false;  // nothing can be placed without the arena
   if (divergence_.reason == DivergenceReason::none) {
     divergence_.reason = DivergenceReason::arena_unavailable;

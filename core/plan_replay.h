@@ -83,6 +83,10 @@ class PlanReplay {
   std::size_t empty_cache() noexcept;
   // Releases the arena even with live blocks (tests; an allocator torn down early).
   void release_all() noexcept;
+  // The context is gone and the arena with it (CachingAllocator::drop_device_memory):
+  // everything is forgotten without a device call; the device stops following its plan
+  // (reason context_lost) and the cache serves whatever comes next.
+  void drop_device_memory() noexcept;
 
   void set_event_sink(EventSink* sink) noexcept { sink_ = sink; }
 
@@ -114,7 +118,7 @@ class PlanReplay {
   void process_events() noexcept;
   void make_free(std::uint32_t slot) noexcept;
   void drain_pending() noexcept;
-  void drop_arena() noexcept;
+  void drop_arena(bool released_by_us) noexcept;
 
   Device& dev_;
   const int device_index_;

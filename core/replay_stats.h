@@ -17,6 +17,7 @@ enum class DivergenceReason : std::uint8_t {
   arena_unavailable,  // the device refused the arena (or returned a misaligned one)
   incompatible_plan,  // the plan cannot be served as it is (alignment below the allocator's,
                       // an allocation outside the arena, a periodic layout that does not fit)
+  context_lost,       // the device's context was destroyed, the arena with it
 };
 
 // The allocation at which a device stopped following its plan, and the facts of why.

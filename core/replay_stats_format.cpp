@@ -73,6 +73,8 @@ std::string describe_divergence(const Divergence& d) {
                            format_bytes(d.arena_bytes), d.arena_bytes, d.device_error);
       return fmt::format("allocation {}: the device has no room for the arena of {} ({} bytes)", d.sequence,
                          format_bytes(d.arena_bytes), d.arena_bytes);
+    case DivergenceReason::context_lost:
+      return fmt::format("allocation {}: the device's context was destroyed (the arena went with it)", d.sequence);
     case DivergenceReason::incompatible_plan:
       return fmt::format("allocation {}: the plan cannot be served: its alignment {} is below the {} the "
                          "allocator promises, or an allocation lies outside its arena, or its periodic "

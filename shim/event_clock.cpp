@@ -5,7 +5,6 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
-#include <x86intrin.h>
 #endif
 
 namespace luma::shim {
@@ -14,7 +13,6 @@ namespace {
 // 2 ms against clock_gettime's ~50 ns resolution in a VM: a rate error of ~1e-5 (36 ms
 // over an hour), far below what the viewers show; paid once, only when tracing.
 constexpr std::uint64_t kCalibrationNs = 2'000'000;
-constexpr unsigned kShift = 24;
 using u128 = __uint128_t;  // the 64x64 multiply's full product
 
 #if defined(__x86_64__)
@@ -56,17 +54,6 @@ void EventClock::start() noexcept {
   ns0_ = n1;
   tsc_ = true;
 #endif
-}
-
-std::uint64_t EventClock::now() const noexcept {
-#if defined(__x86_64__)
-  if (tsc_) [[likely]] {
-    std::uint64_t dt = __rdtsc() - tsc0_;
-    if (static_cast<std::int64_t>(dt) < 0) dt = 0;  // another core's TSC a few cycles behind
-    return ns0_ + static_cast<std::uint64_t>((static_cast<u128>(dt) * mult_) >> kShift);
-  }
-#endif
-  return monotonic_ns();
 }
 
 }  // namespace luma::shim

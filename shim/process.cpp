@@ -1,4 +1,5 @@
-// process.cpp - the process lifecycle: statistics printed once at exit, and fork.
+// process.cpp - the process lifecycle: statistics printed once and the trace closed, at
+// exit or on SIGTERM/SIGINT (signal_flush.h), and fork.
 //
 // Exit: the printer is a destructor of libluma.so (.fini_array). exit() - from main's
 // return or from any thread - first runs every atexit handler, the program's and the CUDA
@@ -17,24 +18,57 @@
 // reports, and records its own trace) like any process. exec'd children load luma afresh.
 // The trace (LUMA_TRACE) is closed after the statistics; a child never touches the
 // parent's trace (trace_recorder.h).
+//
+// Signals: the flusher thread of signal_flush.cpp calls flush_process_output() with the
+// signal, then ends the process by it. Exit and the flusher may race (the program returns
+// from main while the flusher writes): whichever comes second waits for the first to
+// finish, so the output is never cut short by the other.
+#include "process.h"
+
 #include <fcntl.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "shim_state.h"
+#include "signal_flush.h"
 #include "stats_format.h"
 #include "stats_output.h"
 
 namespace luma::shim {
 namespace {
 
+// How long a second flush_process_output() waits for the first one: the statistics and the
+// trace close take milliseconds (the close itself waits at most 200 ms for events in
+// flight); a flusher stuck longer than this is not waited for, so exit never hangs.
+constexpr std::uint64_t kFlushWaitNs = 5'000'000'000;
+
 std::atomic<bool> g_printed{false};
+// 0: nobody flushed yet; 1: a thread is flushing; 2: flushed.
+std::atomic<int> g_flush{0};
+
+std::uint64_t monotonic_now_ns() noexcept {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000u +
+         static_cast<std::uint64_t>(t.tv_nsec);
+}
+
+const char* signal_name(int signal) noexcept {
+  switch (signal) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    default: return "a signal";
+  }
+}
 
 void write_all(int fd, const std::string& text) noexcept {
   const char* p = text.data();
@@ -54,7 +88,7 @@ std::string host_name() {
   return buf;
 }
 
-std::string format_output(const State& s) {
+std::string format_output(const State& s, int signal) {
   std::vector<core::DeviceStats> devices;
   for (std::size_t i = 0; i < s.contexts.size(); ++i)
     devices.push_back(s.contexts.at(i)->allocator.stats());
@@ -64,18 +98,22 @@ std::string format_output(const State& s) {
       core::StatsExtra::text("free_sync", free_sync_name(s.settings.core.free_sync)),
       core::StatsExtra::text("settings", s.settings_text),
   };
+  // Statistics written because a signal ends the process say so.
+  if (signal != 0) extra.push_back(core::StatsExtra::text("ended_by", signal_name(signal)));
   if (s.settings.stats == StatsFormat::json) return core::format_stats_json(devices, extra) + "\n";
-  return "luma: memory statistics at exit\n" + core::format_stats_text(devices, extra);
+  std::string head = "luma: memory statistics at exit";
+  if (signal != 0) head += std::string(" (") + signal_name(signal) + ")";
+  return head + "\n" + core::format_stats_text(devices, extra);
 }
 
-void print_stats_once() noexcept {
+void print_stats_once(int signal) noexcept {
   State* s = state_if_ready();
   if (s == nullptr || s->inherited.load() || s->settings.stats == StatsFormat::off) return;
   // Nothing to say for a process that never had an allocation served: it stays silent.
   if (s->contexts.size() == 0) return;
   if (g_printed.exchange(true)) return;
   try {
-    std::string text = format_output(*s);
+    std::string text = format_output(*s, signal);
     if (s->settings.stats_file.empty()) {
       write_all(STDERR_FILENO, text);
       return;
@@ -99,15 +137,28 @@ void print_stats_once() noexcept {
 }
 
 // Runs after every atexit handler (see the header comment); also on dlclose.
-// The trace is closed after the statistics (which read only the allocators' counters).
-[[gnu::destructor]] void at_unload() {
-  print_stats_once();
-  if (State* s = state_if_ready()) s->recorder.close_at_exit();
-}
+[[gnu::destructor]] void at_unload() { flush_process_output(0); }
 
 }  // namespace
 
+void flush_process_output(int signal) noexcept {
+  int expected = 0;
+  if (!g_flush.compare_exchange_strong(expected, 1)) {
+    const std::uint64_t deadline = monotonic_now_ns() + kFlushWaitNs;
+    while (g_flush.load() == 1 && monotonic_now_ns() < deadline) {
+      const timespec pause{0, 1'000'000};
+      nanosleep(&pause, nullptr);
+    }
+    return;
+  }
+  // The trace is closed after the statistics (which read only the allocators' counters).
+  print_stats_once(signal);
+  if (State* s = state_if_ready()) s->recorder.close_at_exit();
+  g_flush.store(2);
+}
+
 void on_fork_child() noexcept {
+  signal_flush_in_child();  // the parent's flusher thread is not here
   State* s = state_if_ready();
   if (s == nullptr) return;
   if (s->contexts.size() > 0) s->inherited.store(true);

@@ -151,6 +151,13 @@ LoadedSettings read_settings(const EnvLookup& getenv_fn) {
   }
   out.table.push_back({"LUMA_TRACE_STACKS", "0", std::to_string(s.trace_stacks),
                        "with LUMA_TRACE: record up to N return addresses with each alloc"});
+
+  // Read (and refused with one line, if it must be) when the first device is served,
+  // where the plan's fingerprint can be checked against the devices (plan_loader.h).
+  if (const char* v = get("LUMA_PLAN")) s.plan = v;
+  out.table.push_back({"LUMA_PLAN", "", s.plan,
+                       "serve each device from this plan (luma plan -o) while the run follows "
+                       "it; empty: the caching allocator only"});
   return out;
 }
 

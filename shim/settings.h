@@ -25,6 +25,7 @@ struct ShimSettings {
   bool disable = false;         // LUMA_DISABLE: forward every call untouched
   std::string trace;            // LUMA_TRACE: the trace file pattern; empty: no trace
   unsigned trace_stacks = 0;    // LUMA_TRACE_STACKS: return addresses per alloc; 0: none
+  std::string plan;             // LUMA_PLAN: a plan file to replay (docs/plan-replay.md)
 };
 
 // The most return addresses LUMA_TRACE_STACKS may ask for (the trace format's limit).

@@ -1,6 +1,7 @@
 // shim_state.cpp - the one-time initialisation (see shim_state.h): read LUMA_*, start the
-// logger, load the real driver, register the fork handler. Nothing here runs before the
-// program's first CUDA call, so a process that never uses CUDA never sees luma.
+// logger, load the real driver, register the fork handler and the SIGTERM/SIGINT flush.
+// Nothing here runs before the program's first CUDA call, so a process that never uses
+// CUDA never sees luma.
 #include "shim_state.h"
 
 #include <pthread.h>
@@ -10,6 +11,7 @@
 
 #include "log.h"
 #include "recursion_guard.h"
+#include "signal_flush.h"
 
 namespace luma::shim {
 namespace {
@@ -42,6 +44,8 @@ void initialise() noexcept {
   else if (!s->serving && !s->settings.disable && s->settings.core.caching)
     log().warn("the driver lacks an entry point luma needs; allocations are not cached");
   pthread_atfork(nullptr, nullptr, [] { on_fork_child(); });
+  // SIGTERM/SIGINT flush the statistics and the trace (only when serving; signal_flush.h).
+  install_signal_flush(*s);
   g_state.store(s, std::memory_order_release);
 }
 

@@ -1,15 +1,7 @@
-// trace_recorder.cpp - see trace_recorder.h.
-//
-// The exit gate: each allocator's sink marks itself busy around every event (events of one
-// allocator arrive one at a time, under its lock, so a plain flag per sink is enough). The
-// closer raises `stopping`, then waits until no sink is busy. Writer: store busy, load
-// stopping; closer: store stopping, load busy - a Dekker pair that needs a full fence on
-// both sides. The writer's side is made free with membarrier(PRIVATE_EXPEDITED): the
-// closer's one system call fences every running thread, so the hot path needs only a
-// compiler barrier. Without membarrier the writer pays a real fence.
+// trace_recorder.cpp - see trace_recorder.h; the exit gate is described in
+// trace_event_sink.h.
 #include "trace_recorder.h"
 
-#include <execinfo.h>
 #include <fcntl.h>
 #include <link.h>
 #include <linux/membarrier.h>
@@ -18,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -32,22 +25,11 @@
 namespace luma::shim {
 namespace {
 
-// Frames libluma.so itself may have on the stack above the program's call (the capture,
-// the hook, serve_alloc): captured on top of the depth asked for, then skipped.
-constexpr int kLumaFramesMax = 8;
 // How long exit waits for events in flight on other threads before it leaves the trace
 // unfinished (it still reads completely: every completed event is in the file).
 constexpr std::uint64_t kCloseWaitNs = 200'000'000;
 // /proc files copied into the header are cut here (the header block holds 64 MiB).
 constexpr std::size_t kMaxProcFileBytes = 16u << 20;
-
-inline thread_local std::uint64_t t_thread_id [[gnu::tls_model("initial-exec")]] = 0;
-
-std::uint64_t thread_id() noexcept {
-  if (t_thread_id == 0) [[unlikely]]
-    t_thread_id = static_cast<std::uint64_t>(::syscall(SYS_gettid));
-  return t_thread_id;
-}
 
 std::string read_proc_file(const char* path) {
   std::string out;
@@ -134,26 +116,6 @@ std::string claim_name(std::string path) {
 
 }  // namespace
 
-class TraceRecorder::GatedSink final : public core::EventSink {
- public:
-  explicit GatedSink(TraceRecorder& r) noexcept : r_(r) {}
-  void on_event(const core::Event& e) noexcept override {
-    busy_.store(1, std::memory_order_relaxed);
-    if (r_.membarrier_)
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-    else
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (!r_.stopping_.load(std::memory_order_relaxed)) [[likely]]
-      r_.trace_sink_->on_event(e);
-    busy_.store(0, std::memory_order_release);
-  }
-  bool busy() const noexcept { return busy_.load(std::memory_order_acquire) != 0; }
-
- private:
-  TraceRecorder& r_;
-  std::atomic<std::uint32_t> busy_{0};
-};
-
 void TraceRecorder::configure(const ShimSettings& settings,
                               const std::string& settings_text) noexcept {
   try {
@@ -164,13 +126,11 @@ void TraceRecorder::configure(const ShimSettings& settings,
   }
   if (pattern_.empty()) return;
   stack_depth_ = std::min(settings.trace_stacks, kMaxTraceStacks);
-  membarrier_ = ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  gate_.membarrier =
+      ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
   if (stack_depth_ > 0) {
-    void* frames[4];
-    (void)backtrace(frames, 4);  // loads libgcc_s now, not inside a hook
-    const Range r = luma_range();
-    luma_lo_ = r.lo;
-    luma_hi_ = r.hi;
+    const Range r = luma_range();  // libluma.so's frames are skipped
+    stacks_.configure(stack_depth_, r.lo, r.hi);
   }
 }
 
@@ -238,7 +198,6 @@ bool TraceRecorder::open(const RealDriver& driver) noexcept {
       path_.clear();
       return false;
     }
-    trace_sink_ = std::make_unique<core::TraceSink>(*writer_, *this);
     log().info("recording the trace to '{}'", path_);
     return true;
   } catch (const std::exception& e) {
@@ -260,7 +219,7 @@ core::EventSink* TraceRecorder::sink_for_new_allocator(const RealDriver& driver)
   if (!writer_) return nullptr;
   const std::size_t n = sink_count_.load(std::memory_order_relaxed);
   if (n == ContextTable::kMaxContexts) return nullptr;
-  auto* sink = new (std::nothrow) GatedSink(*this);
+  auto* sink = new (std::nothrow) TraceEventSink(*writer_, clock_, gate_);
   if (sink == nullptr) return nullptr;
   sinks_[n].store(sink, std::memory_order_release);
   sink_count_.store(n + 1, std::memory_order_release);
@@ -268,40 +227,22 @@ core::EventSink* TraceRecorder::sink_for_new_allocator(const RealDriver& driver)
 }
 
 void TraceRecorder::capture_stack() noexcept {
-  CallContext& c = call_context();
-  c.depth = 0;
   // Before the trace opens too: the first alloc opens it, after its stack was taken.
-  if (stack_depth_ == 0 || open_failed_.load(std::memory_order_relaxed)) return;
-  void* frames[kMaxTraceStacks + kLumaFramesMax];
-  const int n = backtrace(frames, static_cast<int>(stack_depth_) + kLumaFramesMax);
-  int i = 0;
-  while (i < n) {
-    const auto a = reinterpret_cast<std::uintptr_t>(frames[i]);
-    if (a < luma_lo_ || a >= luma_hi_) break;
-    ++i;
+  if (open_failed_.load(std::memory_order_relaxed)) {
+    call_context().depth = 0;
+    return;
   }
-  std::uint32_t k = 0;
-  for (; i < n && k < stack_depth_; ++i, ++k)
-    c.stack[k] = reinterpret_cast<std::uintptr_t>(frames[i]);
-  c.depth = k;
-}
-
-core::EventContext TraceRecorder::current(const core::Event& event) noexcept {
-  const CallContext& c = call_context();
-  core::EventContext x;
-  x.thread = thread_id();
-  x.stream = c.stream;
-  x.entry = c.entry;
-  x.time_ns = clock_.now();
-  if (event.kind == core::EventKind::alloc && c.depth > 0) x.stack = {c.stack, c.depth};
-  return x;
+  stacks_.capture(call_context());
 }
 
 void TraceRecorder::close_at_exit() noexcept {
   if (!writer_ || detached_.load() || closed_.exchange(true)) return;
-  stopping_.store(true, std::memory_order_seq_cst);
-  if (!membarrier_ || ::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+  // The closer's half of the gate (trace_event_sink.h): a sequentially consistent store
+  // with a full fence (an exchange), then - when the writers skip their fence - one that
+  // every running thread executes.
+  gate_.stopping.exchange(true, std::memory_order_seq_cst);
+  if (gate_.membarrier)
+    (void)::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
   const std::uint64_t deadline = monotonic_ns() + kCloseWaitNs;
   const std::size_t n = sink_count_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < n; ++i) {
@@ -317,7 +258,7 @@ void TraceRecorder::close_at_exit() noexcept {
 void TraceRecorder::detach_in_child() noexcept {
   if (!writer_) return;
   detached_.store(true);
-  stopping_.store(true);
+  gate_.stopping.store(true);
 }
 
 }  // namespace luma::shim

@@ -1,7 +1,7 @@
 // trace_recorder.h - LUMA_TRACE: records every allocator event of the process into one
-// trace file (core::TraceWriter, docs/trace-format.md) through core::TraceSink, with the
-// thread, stream, entry point, time and (LUMA_TRACE_STACKS) call stack of the hook being
-// served as the EventContextSource.
+// trace file (core::TraceWriter, docs/trace-format.md) through a TraceEventSink per
+// allocator (trace_event_sink.h: the hot path), which adds the thread, stream, entry
+// point, time and (LUMA_TRACE_STACKS) call stack of the hook being served.
 //
 // The file is opened when the first context's allocator is built (so cuInit has run and
 // the header can name the devices, and a process that never allocates writes no file).
@@ -22,15 +22,17 @@
 #include "event_clock.h"
 #include "real_driver.h"
 #include "settings.h"
-#include "trace/trace_sink.h"
+#include "stack_capture.h"
 #include "trace/trace_writer.h"
+#include "trace_event_sink.h"
 
 namespace luma::shim {
 
-class TraceRecorder final : public core::EventContextSource {
+class TraceRecorder {
  public:
   // At the one-time initialisation: what to record. Warms glibc's backtrace() (its first
-  // call loads libgcc_s, which must not happen inside a hook) when stacks are wanted.
+  // call loads libgcc_s, which must not happen inside a hook) when stacks are wanted
+  // (stack_capture.h).
   void configure(const ShimSettings& settings, const std::string& settings_text) noexcept;
   bool wanted() const noexcept { return !pattern_.empty(); }
   unsigned stack_depth() const noexcept { return stack_depth_; }
@@ -43,8 +45,6 @@ class TraceRecorder final : public core::EventContextSource {
   // addresses into call_context() (frames inside libluma.so skipped).
   void capture_stack() noexcept;
 
-  core::EventContext current(const core::Event& event) noexcept override;
-
   // At exit (after the statistics): stop recording, wait for events in flight, close.
   void close_at_exit() noexcept;
   // In a forked child: the parent's trace is not the child's; never touch it again.
@@ -54,8 +54,6 @@ class TraceRecorder final : public core::EventContextSource {
   const std::string& path() const noexcept { return path_; }
 
  private:
-  class GatedSink;
-
   bool open(const RealDriver& driver) noexcept;
   core::TraceHeader make_header(const RealDriver& driver) const;
 
@@ -66,15 +64,13 @@ class TraceRecorder final : public core::EventContextSource {
   std::string path_;
   EventClock clock_;
   std::unique_ptr<core::TraceWriter> writer_;
-  std::unique_ptr<core::TraceSink> trace_sink_;
-  std::atomic<GatedSink*> sinks_[ContextTable::kMaxContexts] = {};
+  std::atomic<TraceEventSink*> sinks_[ContextTable::kMaxContexts] = {};
   std::atomic<std::size_t> sink_count_{0};
-  std::atomic<bool> stopping_{false};
-  bool membarrier_ = false;  // asymmetric fences available (see GatedSink)
+  TraceGate gate_;  // stopping + membarrier (see trace_event_sink.h)
   std::atomic<bool> detached_{false};
   std::atomic<bool> closed_{false};
   std::atomic<bool> open_failed_{false};  // no trace this process: capture no stacks
-  std::uintptr_t luma_lo_ = 0, luma_hi_ = 0;  // libluma.so's mapped range
+  StackCapture stacks_;  // LUMA_TRACE_STACKS
 };
 
 }  // namespace luma::shim

@@ -57,7 +57,7 @@ void export_chrome(RecordedRun& run, std::ostream& out) {
         ",\n{{\"name\":\"device {} memory\",\"ph\":\"C\",\"ts\":{:.3f},\"pid\":{},"
         "\"args\":{{\"allocated\":{},\"reserved\":{}}}}}",
         e.device, ts, pid, s.allocated, s.reserved);
-  }, false);
+  });
   out << "\n]}\n";
 }
 

@@ -40,7 +40,7 @@ void export_lifetimes_csv(RecordedRun& run, std::ostream& out, std::optional<int
       rows[it->second].upper = e.index;
       live.erase(it);
     }
-  }, false);
+  });
   if (several) {
     std::string list;
     for (int d : devices) list += (list.empty() ? "" : ", ") + std::to_string(d);

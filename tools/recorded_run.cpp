@@ -88,10 +88,9 @@ bool RecordedRun::closed_cleanly() const noexcept {
 core::TraceReadSummary RecordedRun::read(const core::TraceReader::EventFn& on_event,
                                          bool show_progress) {
   if (trace_) {
-    ProgressBar bar("reading " + path_);
+    ProgressBar bar("reading " + path_, show_progress ? trace_->file_bytes() : 0);
     core::TraceReader::ProgressFn progress;
-    if (show_progress && bar.enabled())
-      progress = [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
+    if (bar.enabled()) progress = [&](std::uint64_t done, std::uint64_t) { bar.update(done); };
     return trace_->read(on_event, progress);
   }
   core::TraceReadSummary sum;

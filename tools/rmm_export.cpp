@@ -25,7 +25,7 @@ void export_rmm(RecordedRun& run, std::ostream& out) {
                        day_us / 3600000000ull, day_us / 60000000ull % 60,
                        day_us / 1000000ull % 60, day_us % 1000000, action, e.address, size,
                        e.stream);
-  }, false);
+  });
 }
 
 }  // namespace luma::tools

@@ -12,6 +12,7 @@ namespace {
 
 struct Live {
   std::uint64_t size;
+  std::uint64_t requested;  // a free event carries no requested size: it is kept here
   std::uint32_t stack;
 };
 
@@ -59,7 +60,7 @@ RunStats compute_run_stats(RecordedRun& run) {
         d.s.requested_bytes_total += e.requested;
         const std::uint64_t req = e.requested ? e.requested : e.size;
         if (req > 0) ++d.s.histogram[63 - std::countl_zero(req)];
-        d.live[e.address] = {e.size, e.stack};
+        d.live[e.address] = {e.size, e.requested, e.stack};
         d.allocated += e.size;
         d.requested += e.requested;
         if (d.allocated > d.s.peak_allocated) {
@@ -86,7 +87,7 @@ RunStats compute_run_stats(RecordedRun& run) {
           break;
         }
         d.allocated -= it->second.size;
-        d.requested -= std::min(d.requested, e.requested);
+        d.requested -= std::min(d.requested, it->second.requested);
         d.live.erase(it);
         break;
       }
@@ -115,7 +116,7 @@ RunStats compute_run_stats(RecordedRun& run) {
           DeviceState& d = dev[e.device];
           if (e.index > d.s.peak_index) return;
           if (e.kind == core::EventKind::alloc) {
-            d.live[e.address] = {e.size, e.stack};
+            d.live[e.address] = {e.size, e.requested, e.stack};
             auto& site = d.live_sites[e.stack];
             site.stack = e.stack;
             site.bytes += e.size;

@@ -4,6 +4,7 @@
 #include "trace/trace_writer.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -23,14 +24,12 @@ namespace {
 #endif
 
 constexpr int kInternProbes = 8;  // a full neighbourhood sends the event to the wide form
-constexpr std::uint64_t kEmptyKey = ~std::uint64_t{0};
-
-inline std::uint64_t hash64(std::uint64_t x) noexcept {
-  x ^= x >> 33;
-  x *= 0xFF51AFD7ED558CCDull;
-  x ^= x >> 33;
-  return x;
-}
+// The helper keeps this many chunks (6 MiB each) mapped and pre-faulted beyond the one
+// being written. Pre-faulting a chunk takes about 4 ms of kernel time on the VM of the
+// figures in docs/trace-format.md, while a writer alone fills one in 6 ms: one chunk of
+// lead was often overtaken under load, two rarely are. The cost: an unfinished trace of a
+// killed process holds up to two chunks of zeros more than it used.
+constexpr std::uint64_t kPrefaultAhead = 2;
 
 bool write_all(int fd, const char* data, std::size_t size, off_t offset) {
   while (size > 0) {
@@ -71,17 +70,24 @@ std::unique_ptr<TraceWriter> TraceWriter::open(const std::string& path,
     return nullptr;
   }
   std::unique_ptr<TraceWriter> w(new TraceWriter(fd, block.size(), header));
-  if (w->map_chunk(0) == nullptr) {
+  if (w->map_chunk(0, true) == nullptr) {
     if (error) *error = "cannot map trace " + path + ": " + std::strerror(errno);
     return nullptr;
   }
   if (options.prefault_thread) {
+    // The helper blocks every signal (it inherits the mask it is created with): a
+    // process-directed SIGTERM must reach one of the program's threads, never this one -
+    // a program handler that calls exit() on it would have close() join its own thread.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     try {
       w->prefault_ = std::thread([p = w.get()] { p->prefault_loop(); });
-      w->request_ahead(1);
+      w->request_ahead(kPrefaultAhead);
     } catch (...) {
       // No thread: writers map chunks themselves.
     }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
   }
   return w;
 }
@@ -104,7 +110,7 @@ void TraceWriter::prefault_loop() noexcept {
     if (prefault_stop_) return;
     const std::uint64_t want = prefault_want_;
     lock.unlock();
-    for (std::uint64_t c = done + 1; c <= want && c < kMaxChunks; ++c) map_chunk(c);
+    for (std::uint64_t c = done + 1; c <= want && c < kMaxChunks; ++c) map_chunk(c, true);
     done = want;
     lock.lock();
   }
@@ -117,6 +123,11 @@ void TraceWriter::stop_prefault() noexcept {
     prefault_stop_ = true;
   }
   prefault_cv_.notify_one();
+  // Never join from the helper itself (join would throw in a noexcept function).
+  if (prefault_.get_id() == std::this_thread::get_id()) {
+    prefault_.detach();
+    return;
+  }
   prefault_.join();
 }
 
@@ -136,29 +147,55 @@ std::uint64_t TraceWriter::slots_used() const noexcept {
   return std::min(next_slot_.load(std::memory_order_relaxed), kMaxSlots);
 }
 
-std::uint64_t* TraceWriter::map_chunk(std::uint64_t chunk) noexcept {
+bool TraceWriter::grow_file(std::uint64_t chunks) noexcept {
+  const auto old_end = static_cast<off_t>(header_bytes_ + file_chunks_ * kChunkBytes);
+  const auto new_end = static_cast<off_t>(header_bytes_ + chunks * kChunkBytes);
+  // The blocks are allocated now, not when a store first touches a page: a full file
+  // system then fails this call (the events are dropped and counted) instead of raising
+  // SIGBUS in the traced program at that store.
+  if (::fallocate(fd_, 0, old_end, new_end - old_end) != 0) {
+    if (errno != EOPNOTSUPP && errno != ENOSYS) {
+      (void)::ftruncate(fd_, old_end);  // a partial allocation would leave the chunk grid
+      return false;
+    }
+    // A file system without fallocate: a sparse extension, as good as it can do.
+    if (::ftruncate(fd_, new_end) != 0) return false;
+  }
+  file_chunks_ = chunks;
+  return true;
+}
+
+std::uint64_t* TraceWriter::map_chunk(std::uint64_t chunk, bool populate) noexcept {
   if (chunk >= kMaxChunks || broken_.load(std::memory_order_relaxed)) return nullptr;
-  std::lock_guard<std::mutex> lock(grow_mutex_);
-  if (auto* p = chunks_[chunk].load(std::memory_order_acquire)) return p;
-  // The file must cover the chunk before it is mapped: touching a mapping past the end of
-  // the file raises SIGBUS.
-  if (chunk + 1 > file_chunks_) {
-    const auto size = static_cast<off_t>(header_bytes_ + (chunk + 1) * kChunkBytes);
-    if (::ftruncate(fd_, size) != 0) {
+  std::uint64_t* words = chunks_[chunk].load(std::memory_order_acquire);
+  if (words == nullptr) {
+    {
+      // The file must cover the chunk before it is mapped: touching a mapping past the end
+      // of the file raises SIGBUS. Only the size change is under the lock (it is quick);
+      // mapping and pre-faulting are not, so a writer that finds its chunk unmapped never
+      // waits for the helper to pre-fault another one.
+      std::lock_guard<std::mutex> lock(grow_mutex_);
+      if (chunk + 1 > file_chunks_ && !grow_file(chunk + 1)) {
+        broken_.store(true, std::memory_order_relaxed);
+        return nullptr;
+      }
+    }
+    void* p = ::mmap(nullptr, kChunkBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
+                     static_cast<off_t>(header_bytes_ + chunk * kChunkBytes));
+    if (p == MAP_FAILED) {
       broken_.store(true, std::memory_order_relaxed);
       return nullptr;
     }
-    file_chunks_ = chunk + 1;
+    words = static_cast<std::uint64_t*>(p);
+    std::uint64_t* other = nullptr;
+    if (!chunks_[chunk].compare_exchange_strong(other, words, std::memory_order_acq_rel)) {
+      ::munmap(p, kChunkBytes);  // mapped by another thread meanwhile: use that one
+      words = other;
+    }
   }
-  void* p = ::mmap(nullptr, kChunkBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
-                   static_cast<off_t>(header_bytes_ + chunk * kChunkBytes));
-  if (p == MAP_FAILED) {
-    broken_.store(true, std::memory_order_relaxed);
-    return nullptr;
-  }
-  (void)::madvise(p, kChunkBytes, MADV_POPULATE_WRITE);
-  auto* words = static_cast<std::uint64_t*>(p);
-  chunks_[chunk].store(words, std::memory_order_release);
+  // Into the published mapping, so that its page-table entries are the ones made: the
+  // writers' stores then take no fault (also while a writer is already storing into it).
+  if (populate) (void)::madvise(words, kChunkBytes, MADV_POPULATE_WRITE);
   return words;
 }
 
@@ -167,16 +204,15 @@ inline std::uint64_t* TraceWriter::slot_ptr(std::uint64_t slot) noexcept {
   std::uint64_t* base = chunk < kMaxChunks ? chunks_[chunk].load(std::memory_order_acquire)
                                            : nullptr;
   if (base == nullptr) [[unlikely]] {
-    base = map_chunk(chunk);
+    // The helper fell behind (or there is none): map it here, pre-faulting only without a
+    // helper - with one, the helper pre-faults it meanwhile and this thread's stores take
+    // the few faults of the pages it reaches first.
+    base = map_chunk(chunk, !prefault_.joinable());
     if (base == nullptr) return nullptr;
   }
   const std::uint64_t within = slot & (kChunkSlots - 1);
-  if (within == 0) [[unlikely]] request_ahead(chunk + 1);  // the first write into a chunk
+  if (within == 0) [[unlikely]] request_ahead(chunk + kPrefaultAhead);  // first write into it
   return base + within * (kSlotBytes / 8);
-}
-
-inline std::uint64_t TraceWriter::claim(std::uint64_t slots) noexcept {
-  return next_slot_.fetch_add(slots, std::memory_order_relaxed);
 }
 
 inline void TraceWriter::put(std::uint64_t slot, std::uint64_t w0, std::uint64_t w1,
@@ -186,12 +222,11 @@ inline void TraceWriter::put(std::uint64_t slot, std::uint64_t w0, std::uint64_t
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  q[0] = w0;
-  q[1] = w1;
-  // The check word last, with release order: a slot whose third word is non-zero has its
-  // first two words in the file too (also after SIGKILL: the stores are in the page cache).
-  std::atomic_ref<std::uint64_t>(q[2]).store(with_check(w0, w1, w2, slot),
-                                             std::memory_order_release);
+  store(q, slot, w0, w1, w2);
+}
+
+void TraceWriter::put_unmapped(std::uint64_t slot, Words w) noexcept {
+  put(slot, w.w0, w.w1, w.w2);
 }
 
 void TraceWriter::put_blob(std::uint64_t slot, BlobType type, const unsigned char* data,
@@ -218,16 +253,13 @@ void TraceWriter::put_blob(std::uint64_t slot, BlobType type, const unsigned cha
 // The common case - the key is at its home slot and defined - is inlined into write();
 // everything else goes through intern_slow.
 inline int TraceWriter::intern(InternTable& t, SlotKind def_kind, std::uint64_t key) noexcept {
-  const std::uint64_t i = hash64(key) & (kIds - 1);
-  if (t.keys[i].load(std::memory_order_acquire) == key && key != kEmptyKey &&
-      t.ready[i].load(std::memory_order_acquire)) [[likely]]
-    return static_cast<int>(i);
-  return intern_slow(t, def_kind, key);
+  const int id = lookup(t, key);
+  return id >= 0 ? id : intern_slow(t, def_kind, key);
 }
 
 int TraceWriter::intern_slow(InternTable& t, SlotKind def_kind, std::uint64_t key) noexcept {
   if (key == kEmptyKey) return -1;
-  std::uint64_t i = hash64(key) & (kIds - 1);
+  std::uint64_t i = intern_hash(key) & (kIds - 1);
   for (int probe = 0; probe < kInternProbes; ++probe, i = (i + 1) & (kIds - 1)) {
     std::uint64_t k = t.keys[i].load(std::memory_order_acquire);
     if (k == kEmptyKey) {
@@ -250,7 +282,7 @@ int TraceWriter::intern_slow(InternTable& t, SlotKind def_kind, std::uint64_t ke
 
 std::uint32_t TraceWriter::intern_stack(std::span<const std::uint64_t> stack) noexcept {
   std::uint64_t h = 0x243F6A8885A308D3ull;
-  for (std::uint64_t a : stack) h = hash64(h ^ a);
+  for (std::uint64_t a : stack) h = intern_hash(h ^ a);
   std::lock_guard<std::mutex> lock(stack_mutex_);
   auto [lo, hi] = stack_ids_.equal_range(h);
   for (auto it = lo; it != hi; ++it) {
@@ -277,9 +309,9 @@ std::uint32_t TraceWriter::intern_stack(std::span<const std::uint64_t> stack) no
   }
 }
 
-void TraceWriter::write(const Event& e, std::uint64_t thread, std::uint64_t stream,
-                        EntryPoint entry, std::uint64_t time_ns,
-                        std::span<const std::uint64_t> stack) noexcept {
+void TraceWriter::write_slow(const Event& e, std::uint64_t thread, std::uint64_t stream,
+                             EntryPoint entry, std::uint64_t time_ns,
+                             std::span<const std::uint64_t> stack) noexcept {
   if (closed_) return;
   std::uint32_t stack_id = 0;
   if (!stack.empty() && stack_depth_ > 0) {

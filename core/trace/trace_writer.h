@@ -7,6 +7,11 @@
 // of the file, the word holding the check last. Nothing is buffered in the process: a
 // SIGKILL at any moment leaves every completed write in the file.
 //
+// The common case - no call-site stack, thread and stream already interned, fields that
+// fit one slot, the chunk already mapped - is inline here (no call, no lock, one atomic
+// add), so that a sink in another library (libluma.so) compiles it into its own on_event;
+// everything else goes to write_slow().
+//
 // Thread-safe: any number of threads may call write() at once. close() must not race with
 // write(). Never throws, never calls getenv, never allocates on the hot path (only when a
 // new chunk is mapped or a new call-site stack is seen). A write that cannot be stored
@@ -31,9 +36,10 @@
 namespace luma::core {
 
 struct TraceWriterOptions {
-  // A helper thread maps and pre-faults the next chunk while the current one fills, so
-  // that no write() takes the page faults of a fresh file page (about 40 ns per event on
-  // a VM, against a budget of 25). Off: the thread that reaches a new chunk maps it.
+  // A helper thread maps and pre-faults the next two chunks while the current one fills,
+  // so that no write() takes the page faults of a fresh file page (the kernel's work for a
+  // page is about 2.6 us, i.e. 15 ns per event, on the VM of docs/trace-format.md: more
+  // than half the budget of 25). Off: the thread that reaches a new chunk maps it.
   bool prefault_thread = true;
 };
 
@@ -52,7 +58,36 @@ class TraceWriter {
   // `stack`: return addresses of an alloc, innermost first (cut to header.stack_depth).
   void write(const Event& event, std::uint64_t thread, std::uint64_t stream,
              trace::EntryPoint entry, std::uint64_t time_ns,
-             std::span<const std::uint64_t> stack = {}) noexcept;
+             std::span<const std::uint64_t> stack = {}) noexcept {
+    if (stack.empty()) [[likely]] {
+      const int tid = lookup(threads_, thread);
+      const int sid = lookup(streams_, stream);
+      trace::NarrowFields f;
+      f.kind = static_cast<std::uint8_t>(event.kind);
+      f.device = static_cast<std::uint8_t>(event.device);
+      f.entry = static_cast<std::uint8_t>(entry);
+      f.thread_id = static_cast<std::uint16_t>(tid);
+      f.stream_id = static_cast<std::uint16_t>(sid);
+      // An earlier clock reading wraps to a huge time, which fails fits_narrow: write_slow
+      // stores it as 0.
+      f.time = time_ns - clock_base_;
+      f.address = event.address;
+      f.size = event.size;
+      f.requested = event.requested;
+      if ((tid | sid) >= 0 && !closed_ &&
+          static_cast<unsigned>(event.device) < (1u << trace::kDeviceBits) &&
+          trace::fits_narrow(f)) [[likely]] {
+        const std::uint64_t slot = claim(1);
+        const trace::Words w = trace::encode_narrow(f);
+        if (std::uint64_t* q = mapped_slot(slot)) [[likely]]
+          store(q, slot, w.w0, w.w1, w.w2);
+        else
+          put_unmapped(slot, w);
+        return;
+      }
+    }
+    write_slow(event, thread, stream, entry, time_ns, stack);
+  }
 
   // Records the slot count in the header and trims the file to its used size. Returns
   // false when the file could not be finished (it still reads as an unfinished trace).
@@ -72,14 +107,61 @@ class TraceWriter {
     std::unique_ptr<std::atomic<std::uint64_t>[]> keys;
     std::unique_ptr<std::atomic<std::uint8_t>[]> ready;
   };
+  // The key's id when it is interned and its definition committed, else -1 (the common
+  // case of intern, inline).
+  static int lookup(const InternTable& t, std::uint64_t key) noexcept {
+    const std::uint64_t i = intern_hash(key) & (trace::kIds - 1);
+    return t.keys[i].load(std::memory_order_acquire) == key && key != kEmptyKey &&
+                   t.ready[i].load(std::memory_order_acquire) != 0
+               ? static_cast<int>(i)
+               : -1;
+  }
+  static std::uint64_t intern_hash(std::uint64_t x) noexcept {
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    return x;
+  }
+  static constexpr std::uint64_t kEmptyKey = ~std::uint64_t{0};
   int intern(InternTable& table, trace::SlotKind def_kind, std::uint64_t key) noexcept;
   [[gnu::noinline]] int intern_slow(InternTable& table, trace::SlotKind def_kind,
                                     std::uint64_t key) noexcept;
 
+  // Everything write() does not do inline: stacks, new threads and streams, wide events.
+  [[gnu::noinline]] void write_slow(const Event& event, std::uint64_t thread,
+                                    std::uint64_t stream, trace::EntryPoint entry,
+                                    std::uint64_t time_ns,
+                                    std::span<const std::uint64_t> stack) noexcept;
   std::uint32_t intern_stack(std::span<const std::uint64_t> stack) noexcept;
-  std::uint64_t claim(std::uint64_t slots) noexcept;
+  std::uint64_t claim(std::uint64_t slots) noexcept {
+    return next_slot_.fetch_add(slots, std::memory_order_relaxed);
+  }
+  // The slot's words when its chunk is mapped and it is not the first slot of its chunk
+  // (whose writer asks for the chunk after next to be prepared), else nullptr.
+  std::uint64_t* mapped_slot(std::uint64_t slot) const noexcept {
+    const std::uint64_t chunk = slot >> trace::kChunkSlotsLog2;
+    const std::uint64_t within = slot & (trace::kChunkSlots - 1);
+    if (chunk >= trace::kMaxChunks || within == 0) [[unlikely]]
+      return nullptr;
+    std::uint64_t* base = chunks_[chunk].load(std::memory_order_acquire);
+    return base == nullptr ? nullptr : base + within * (trace::kSlotBytes / 8);
+  }
+  // Stores a slot: the check word last, with release order, so a slot whose third word is
+  // non-zero has its first two words in the file too (also after SIGKILL: the stores are
+  // in the page cache).
+  static void store(std::uint64_t* q, std::uint64_t slot, std::uint64_t w0, std::uint64_t w1,
+                    std::uint64_t w2) noexcept {
+    q[0] = w0;
+    q[1] = w1;
+    std::atomic_ref<std::uint64_t>(q[2]).store(trace::with_check(w0, w1, w2, slot),
+                                               std::memory_order_release);
+  }
+  [[gnu::noinline]] void put_unmapped(std::uint64_t slot, trace::Words w) noexcept;
   std::uint64_t* slot_ptr(std::uint64_t slot) noexcept;
-  [[gnu::noinline]] std::uint64_t* map_chunk(std::uint64_t chunk) noexcept;
+  // Extends the file to `chunks` whole chunks, its blocks allocated (grow_mutex_ held).
+  bool grow_file(std::uint64_t chunks) noexcept;
+  // Maps chunk (extending the file first), once; `populate`: and pre-faults it.
+  [[gnu::noinline]] std::uint64_t* map_chunk(std::uint64_t chunk, bool populate) noexcept;
   void request_ahead(std::uint64_t chunk) noexcept;
   void prefault_loop() noexcept;
   void stop_prefault() noexcept;

@@ -1,7 +1,8 @@
-// fuzz_settings.cpp - libFuzzer target: the LUMA_CONF parser (core/config.h) and the
-// LUMA_* table (shim/settings.h, pure: the environment comes in as a function). Neither may
-// throw or crash for any text; whatever parse_settings accepts must format and re-parse to
-// the same settings.
+// fuzz_settings.cpp - libFuzzer target: the LUMA_CONF parser (core/config.h), the LUMA_*
+// table (shim/settings.h, pure: the environment comes in as a function) and the file name
+// patterns of LUMA_STATS_FILE and LUMA_TRACE (shim/stats_output.h, shim/trace_path.h).
+// None may throw or crash for any text; whatever parse_settings accepts must format and
+// re-parse to the same settings; a pattern without '%' expands to itself.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -10,6 +11,8 @@
 
 #include "config.h"
 #include "settings.h"
+#include "stats_output.h"
+#include "trace_path.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace luma;
@@ -25,11 +28,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!r2.errors.empty() || core::format_settings(r2.settings) != again) __builtin_trap();
   }
   // The input split at NUL bytes gives the value of each LUMA_* variable in turn.
-  static const char* const kNames[] = {"LUMA_CONF", "LUMA_STATS", "LUMA_STATS_FILE",
-                                       "LUMA_LOG_LEVEL", "LUMA_LOG_FILE", "LUMA_DISABLE"};
+  static const char* const kNames[] = {"LUMA_CONF",     "LUMA_STATS",   "LUMA_STATS_FILE",
+                                       "LUMA_LOG_LEVEL", "LUMA_LOG_FILE", "LUMA_DISABLE",
+                                       "LUMA_TRACE",    "LUMA_TRACE_STACKS"};
+  constexpr std::size_t kCount = sizeof kNames / sizeof kNames[0];
   std::vector<std::string> values;
   std::string_view rest = text;
-  while (values.size() < 6) {
+  while (values.size() < kCount) {
     std::size_t nul = rest.find('\0');
     values.emplace_back(rest.substr(0, nul));
     if (nul == std::string_view::npos) break;
@@ -41,5 +46,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return nullptr;
   });
   if (loaded.table.empty()) __builtin_trap();
+  if (loaded.settings.trace_stacks > shim::kMaxTraceStacks) __builtin_trap();
+  // The whole input as a LUMA_STATS_FILE and a LUMA_TRACE pattern.
+  const std::string stats_path = shim::expand_stats_path(text, 4242, "host", "3");
+  const std::string trace_path =
+      shim::expand_path_pattern(shim::trace_pattern_from_setting(text), {4242, "host", "3", "exe"});
+  (void)shim::pattern_has_pid(text);
+  if (text.find('%') == std::string_view::npos && stats_path != text) __builtin_trap();
+  (void)trace_path;
   return 0;
 }

@@ -1,9 +1,10 @@
 // rel_stress.cpp - load test of luma through the driver API: THREADS threads (device =
-// thread % devices) each make N random allocations and frees of mixed sizes; every block
-// is tagged when allocated and its tag checked before it is freed, so any overlap between
-// two live blocks, or a block handed out twice, is caught. One block in COPY_EVERY is also
-// written and read back through the driver (cuMemsetD8 + cuMemcpyDtoH), and one free in
-// eight happens on another thread (often with another device current) through a shared
+// thread % devices) each make N random allocations of mixed sizes and free every block
+// again (up to 32 live per thread, frees interleaved at random). Every block is tagged
+// when allocated and its tag checked before it is freed, so any overlap between two live
+// blocks, or a block handed out twice, is caught. One block in COPY_EVERY is also written
+// and read back through the driver (cuMemsetD8 + cuMemcpyDtoH), and about one free in
+// sixteen happens on another thread (often with another device current) through a shared
 // hand-off list. Prints one summary line; exit 0 only when no error was seen.
 // Usage: rel_stress THREADS N [COPY_EVERY]
 #include <atomic>
@@ -89,7 +90,9 @@ void worker(std::size_t t, std::uint64_t n, std::uint64_t copy_every, int device
   std::vector<Block> live;
   std::vector<unsigned char> buf;
   constexpr std::size_t kMaxLive = 32;
-  for (std::uint64_t i = 0; i < n; ++i) {
+  // N counts this thread's allocations (each block is freed too, by this thread or another).
+  std::uint64_t made = 0;
+  for (std::uint64_t i = 0; made < n; ++i) {
     const std::uint64_t dice = rng() % 16;
     if (dice == 0) {  // free one handed over by another thread
       Block b;
@@ -114,6 +117,7 @@ void worker(std::size_t t, std::uint64_t n, std::uint64_t copy_every, int device
         continue;
       }
       ++g_allocs;
+      ++made;
       if (b.p % kGranule != 0) error("misaligned block");
       write_tag(as_ptr(b.p), b.n, b.id);
       if (copy_every != 0 && b.id % copy_every == 0) driver_check(b, buf);
@@ -158,7 +162,7 @@ int main(int argc, char** argv) {
   for (auto& th : pool) th.join();
   for (const Block& b : g_handoff) release(b, true);  // what nobody picked up
   g_handoff.clear();
-  std::printf("rel_stress: %llu threads x %llu operations: %llu allocations, %llu frees "
+  std::printf("rel_stress: %llu threads x %llu allocations: %llu allocations, %llu frees "
               "(%llu on another thread), %llu driver copies checked, %llu errors\n",
               static_cast<unsigned long long>(threads), static_cast<unsigned long long>(n),
               static_cast<unsigned long long>(g_allocs.load()),

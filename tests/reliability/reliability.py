@@ -27,7 +27,8 @@ LUMA = ENV.get("LUMA_REL_LUMA", "")
 DATA = ENV.get("LUMA_REL_DATA", "")
 WORK_ROOT = ENV.get("LUMA_REL_WORK", tempfile.gettempdir())
 PROG = {name: ENV.get("LUMA_REL_" + name.upper(), "")
-        for name in ("rel_stress", "rel_faults", "rel_badinput", "rel_signal", "prog_driver")}
+        for name in ("rel_stress", "rel_faults", "rel_badinput", "rel_signal", "rel_recorder",
+                     "prog_driver")}
 TIMEOUT = 240  # seconds any one program may take before it counts as hung
 
 
@@ -65,10 +66,10 @@ def base_env(with_luma, **extra):
     return env
 
 
-def run(argv, env, timeout=TIMEOUT, expect=None):
+def run(argv, env, timeout=TIMEOUT, expect=None, cwd=None):
     try:
         p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout,
-                           errors="replace")
+                           errors="replace", cwd=cwd)
     except subprocess.TimeoutExpired:
         raise Failed(f"{' '.join(argv)[:200]}: no answer within {timeout} s (hang)")
     if p.returncode < 0:
@@ -176,8 +177,17 @@ SETTINGS = {
     "LUMA_STATS": GARBAGE,
     "LUMA_LOG_LEVEL": GARBAGE,
     "LUMA_DISABLE": GARBAGE,
-    "LUMA_STATS_FILE": ["/nonexistent/dir/stats", "/", "/proc/self/nope/x", "%", "%q%%%", "%p" * 5000],
-    "LUMA_LOG_FILE": ["/nonexistent/dir/log", "/", "/proc/1/mem"],
+    # Paths that cannot be written, or whose writes fail (/dev/full: ENOSPC).
+    "LUMA_STATS_FILE": ["/proc/self/no-such-dir/stats", "/", "/proc/self/nope/x", "%", "%q%%%",
+                        "%p" * 5000, "/dev/full", "/proc/version"],
+    "LUMA_LOG_FILE": ["/proc/self/no-such-dir/log", "/", "/dev/full", "/proc/version"],
+    # Any text is a name pattern: the ones that cannot be created or mapped, and odd ones
+    # (relative names land in the case's work directory).
+    "LUMA_TRACE": ["/proc/self/no-such-dir/t", "/", "/dev/full", "/dev/null", "/proc/version",
+                   "%", "%q%%%", "%p" * 5000, "a" * 100000, "\t", "-", "0x", "'\"`$(id)",
+                   "%e/%e/%e", "\u2603.%p"],
+    "LUMA_TRACE_STACKS": GARBAGE + ["129", "-1", "99999999999999999999", "1e3", "0x10",
+                                    "128abc", "4294967297"],
 }
 
 
@@ -189,7 +199,9 @@ def case_bad_settings():
             env = base_env(True, **{name: value})
             if name == "LUMA_STATS_FILE" and value.startswith("%p"):
                 env["LUMA_STATS_FILE"] = os.path.join(d, value)[:4000]
-            p = run([PROG["prog_driver"], "loop", "200", "4096"], env, timeout=60)
+            if name == "LUMA_TRACE_STACKS":  # judged where it matters: with a trace
+                env["LUMA_TRACE"] = os.path.join(d, "stacks.%p.trace")
+            p = run([PROG["prog_driver"], "loop", "200", "4096"], env, timeout=60, cwd=d)
             what = f"{name}={value[:40]!r}"
             check(p.returncode == 0, f"{what}: the program exited {p.returncode}\n{p.stderr[-2000:]}")
             check("loop: 200 alloc/free pairs" in p.stdout, f"{what}: the program's output changed")
@@ -198,7 +210,7 @@ def case_bad_settings():
             if not value.strip():
                 # Blank counts as unset (docs/settings.md): silence is right, a line is too.
                 check(len(warnings) <= 1, f"{what}: more than one line for a blank value")
-            elif name in ("LUMA_STATS", "LUMA_LOG_LEVEL", "LUMA_DISABLE"):
+            elif name in ("LUMA_STATS", "LUMA_LOG_LEVEL", "LUMA_DISABLE", "LUMA_TRACE_STACKS"):
                 check(len(warnings) == 1 and name in warnings[0],
                       f"{what}: expected one line naming {name}, got {warnings}")
             elif name == "LUMA_CONF":
@@ -207,8 +219,15 @@ def case_bad_settings():
                 check(len(warnings) >= (1 if named else 0) and
                       all("LUMA_CONF" in w for w in warnings),
                       f"{what}: expected lines naming LUMA_CONF, got {warnings}")
+            elif name == "LUMA_TRACE":
+                # A name that cannot be recorded to: one line naming LUMA_TRACE, no trace.
+                check(len(warnings) <= 1 and all("LUMA_TRACE" in w for w in warnings),
+                      f"{what}: expected at most one line naming LUMA_TRACE, got {warnings}")
             for line in warnings:
-                check(len(line) < 400 + len(value), f"{what}: an overlong warning line")
+                # A line may quote the value (a file name: as asked and as the system's
+                # error names it), and a name pattern expanded (%p: the pid).
+                longest = len(value) * (8 if "%" in value else 2)
+                check(len(line) < 400 + longest, f"{what}: an overlong warning line")
             tried += 1
     print(f"bad-settings: {tried} garbage values over {len(SETTINGS)} variables; the program ran "
           "on every time, each bad value named")
@@ -273,8 +292,23 @@ def case_bad_cli_input():
                  ["plan", "--strategy", "nope", os.path.join(d, "empty.csv")]):
         v = judge_cli(args, "luma " + " ".join(args), d, usage=True)
         check(v == "rejected", f"luma {' '.join(args)}: accepted")
+    # Malformed plan requests on a good input: bad limits, devices, strategies and outputs.
+    good = os.path.join(DATA, "golden_rmm.lifetimes.csv")
+    plan_requests = [
+        ["--time-limit", "-1"], ["--time-limit", "nan"], ["--time-limit", "inf"],
+        ["--time-limit", "1e308"], ["--time-limit", "x"], ["--device", "99"],
+        ["--device", "-1"], ["--device", "x"], ["--strategy", ""], ["--strategy", "best,greedy"],
+        ["-o", "/proc/self/no-such-dir/plan.json"], ["-o", "/"], ["--svg", "/dev/full"],
+        ["--csv", "/proc/version"], ["-o", d],
+    ]
+    plan_verdicts = {}
+    for extra in plan_requests:
+        args = ["plan", *extra, good]
+        v = judge_cli(args, "luma " + " ".join(args), d, usage=True)
+        plan_verdicts[v] = plan_verdicts.get(v, 0) + 1
     print(f"bad-cli-input: {len(BAD_CSVS)} malformed CSV / RMM files x 3 commands + 4 bad "
-          f"invocations: {verdicts}; never a crash, a hang or more than one line")
+          f"invocations: {verdicts}; {len(plan_requests)} malformed plan requests: "
+          f"{plan_verdicts}; never a crash, a hang or more than one line")
 
 
 def case_bad_traces_cli():
@@ -308,40 +342,240 @@ def case_bad_traces_cli():
           "rejected or read, one line, no crash, no hang")
 
 
-def case_signal(which):
-    """SIGTERM / SIGINT while the program holds device memory: luma's statistics must be
-    written, then the program ends as it would have without luma (killed by the signal,
-    or its own handler's exit code)."""
-    d = work_dir(f"signal-{which}")
-    stats = os.path.join(d, "stats.json")
-    handler = which == "handler"
-    sigs = [signal.SIGTERM, signal.SIGINT] if handler else [getattr(signal, which)]
-    for sig in sigs:
-        if os.path.exists(stats):
-            os.remove(stats)
-        env = base_env(True, LUMA_STATS="json", LUMA_STATS_FILE=stats)
-        argv = [PROG["rel_signal"]] + (["handler"] if handler else [])
-        p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+def caught(pid):
+    """The signals among SIGTERM/SIGINT that the process has a handler for
+    (/proc/PID/status, SigCgt): how the test sees whether luma installed one."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("SigCgt:"):
+                mask = int(line.split()[1], 16)
+                return {s for s in (signal.SIGTERM, signal.SIGINT) if mask >> (s - 1) & 1}
+    raise Failed(f"no SigCgt line in /proc/{pid}/status")
+
+
+class Program:
+    """rel_signal MODE under luma, stopped at its "ready" line."""
+
+    def __init__(self, mode, env):
+        self.p = subprocess.Popen([PROG["rel_signal"], mode], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, errors="replace")
+        self.lines = []
+
+    def wait_for(self, prefix):
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                self.kill()
+                raise Failed(f"rel_signal ended before printing {prefix!r}: "
+                             f"{self.p.stderr.read()[-2000:]}")
+            self.lines.append(line)
+            if line.startswith(prefix):
+                return line
+
+    def end(self, timeout=60):
         try:
-            line = p.stdout.readline()
-            check(line.startswith("ready"), f"rel_signal did not get ready: {line!r}")
-            p.send_signal(sig)
-            _, err = p.communicate(timeout=60)
+            out, err = self.p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            p.kill()
-            raise Failed(f"{sig.name}: the program did not end within 60 s")
-        if handler:
-            check(p.returncode == 3, f"{sig.name}: the program's own handler should exit 3, "
-                  f"got {p.returncode}\n{err[-1500:]}")
+            self.kill()
+            raise Failed(f"the program did not end within {timeout} s of the signal")
+        return "".join(self.lines) + out, err
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.communicate()
+
+
+def json_stats_in(stderr):
+    """The statistics objects luma wrote to stderr (LUMA_STATS=json, one line each)."""
+    found = []
+    for line in stderr.splitlines():
+        if line.startswith("{") and '"luma_version"' in line:
+            found.append(json.loads(line))
+    return found
+
+
+def trace_summary(path):
+    p = run([LUMA, "stats", "--json", path], {"PATH": ENV.get("PATH", "/usr/bin:/bin")},
+            timeout=120)
+    check(p.returncode == 0, f"luma stats cannot read the trace {path}: {p.stderr[-1500:]}")
+    return json.loads(p.stdout)
+
+
+def case_signal(which):
+    """SIGTERM / SIGINT while the program holds device memory (docs/architecture.md, exit
+    rules): with the default disposition luma writes the statistics once and closes the
+    trace, then the program dies by the same signal; a program with its own handler keeps
+    it (luma stays out, or is chained to); a process that never uses CUDA gets no handler."""
+    d = work_dir(f"signal-{which}")
+    trace = os.path.join(d, "run.trace")
+    sigs = [signal.SIGTERM, signal.SIGINT]
+    if which in ("SIGTERM", "SIGINT"):
+        sigs, mode = [getattr(signal, which)], "default"
+    else:
+        mode = which
+    for sig in sigs:
+        for f in os.listdir(d):
+            os.remove(os.path.join(d, f))
+        env = base_env(True, LUMA_STATS="json", LUMA_TRACE=trace)
+        prog = Program(mode, env)
+        try:
+            if mode == "fork":
+                child = int(prog.wait_for("child ready").split()[2])
+                check(not caught(child), f"{sig.name}: the forked child kept luma's handlers "
+                      f"({caught(child)})")
+                os.kill(child, sig)
+                ended = prog.wait_for("child ended")
+                check(ended.split()[2:] == ["signal", str(int(sig))],
+                      f"{sig.name}: the forked child should die by the signal, got {ended!r}")
+            prog.wait_for("ready")
+            pid = prog.p.pid
+            handlers = caught(pid)
+            if mode in ("default", "threads", "fork"):
+                check(handlers == {signal.SIGTERM, signal.SIGINT},
+                      f"{sig.name}: luma did not take SIGTERM and SIGINT ({handlers})")
+            elif mode in ("nocuda", "ignore"):
+                check(not handlers, f"{sig.name}: luma installed handlers {handlers} in a "
+                      f"process that {'never used CUDA' if mode == 'nocuda' else 'ignores them'}")
+            if mode == "threads":
+                time.sleep(0.3)  # let the churning threads be in the middle of their calls
+            os.kill(pid, sig)
+            if mode == "ignore":
+                time.sleep(0.5)
+                check(prog.p.poll() is None, f"{sig.name}: SIG_IGN, yet the program ended "
+                      f"({prog.p.returncode})")
+                print(f"signal {sig.name} (ignored by the program): no handler of luma's, "
+                      "the program ran on")
+                continue
+            out, err = prog.end()
+        finally:
+            prog.kill()
+        rc = prog.p.returncode
+        if mode in ("handler", "late-handler"):
+            check(rc == 3, f"{sig.name}: the program's own handler exits 3, got {rc}\n{err[-1500:]}")
         else:
-            check(p.returncode == -sig, f"{sig.name}: the program should die by the signal "
-                  f"(its default disposition), got {p.returncode}\n{err[-1500:]}")
-        check(os.path.exists(stats), f"{sig.name}: no statistics written (not flushed on the signal)")
-        st = luma_stats(stats)
-        check(st.get("devices"), f"{sig.name}: statistics without devices: {st}")
-        print(f"signal {sig.name}{' (own handler)' if handler else ''}: statistics written, "
-              f"exit {p.returncode}")
+            check(rc == -sig, f"{sig.name}: the program should die by the signal (default "
+                  f"disposition), got {rc}\n{err[-1500:]}")
+        if mode == "chain":
+            check("chained" in out, f"{sig.name}: the program's handler did not run")
+        stats = json_stats_in(err)
+        if mode == "nocuda":
+            check(not stats and not os.path.exists(trace) and "luma" not in err,
+                  f"{sig.name}: a process that never used CUDA saw luma: {err[-1500:]}")
+            print(f"signal {sig.name} (never used CUDA): no handler, died by the signal, "
+                  "nothing written")
+            continue
+        check(len(stats) == 1, f"{sig.name}: expected the statistics once, got {len(stats)}"
+              f"\n{err[-2000:]}")
+        st = stats[0]
+        dev = st.get("devices", [{}])[0]
+        check(dev.get("live_blocks", 0) >= 3 and dev.get("alloc_calls", 0) >= 100,
+              f"{sig.name}: statistics without the program's blocks: {st}")
+        by_signal = mode in ("default", "chain", "threads", "fork")
+        if by_signal:
+            check(st.get("ended_by") == sig.name, f"{sig.name}: the statistics do not say the "
+                  f"signal ended the process: ended_by={st.get('ended_by')!r}")
+        else:
+            check("ended_by" not in st, f"{sig.name}: the program's own handler exited, yet "
+                  f"the statistics say ended_by={st.get('ended_by')!r}")
+        t = trace_summary(trace)
+        run0 = t["runs"][0]
+        check(run0["closed_cleanly"], f"{sig.name}: the trace was not closed: {run0}")
+        check(run0["unwritten_slots"] == 0, f"{sig.name}: holes in the trace: {run0}")
+        allocs = t["totals"]["allocations"]
+        if mode == "threads":  # the threads allocate on between the statistics and the close
+            check(allocs >= dev["alloc_calls"], f"{sig.name}: the trace has {allocs} "
+                  f"allocations, fewer than the statistics' {dev['alloc_calls']}")
+        else:
+            check(allocs == dev["alloc_calls"] and t["totals"]["frees"] == dev["free_calls"],
+                  f"{sig.name}: the trace has {allocs} allocations and {t['totals']['frees']} "
+                  f"frees, the statistics {dev['alloc_calls']} and {dev['free_calls']}")
+        print(f"signal {sig.name} ({mode}): exit {rc}; statistics written once "
+              f"(ended_by={st.get('ended_by', '-')}, {dev['live_blocks']} live blocks); trace "
+              f"closed with {allocs} allocations, {t['totals']['frees']} frees")
+
+
+def rmm_rows(trace):
+    """The trace's allocate/free rows, through `luma export --format rmm`: per thread, the
+    pointers allocated and freed, in file order."""
+    out = trace + ".rmm.csv"
+    run([LUMA, "export", "--format", "rmm", "-o", out, trace],
+        {"PATH": ENV.get("PATH", "/usr/bin:/bin")}, timeout=120, expect=0)
+    per_thread = {}
+    with open(out) as f:
+        next(f)
+        for line in f:
+            thread, _, action, pointer, _, _ = line.rstrip("\n").split(",")
+            a = per_thread.setdefault(int(thread), {"allocate": [], "free": []})
+            if action in a:
+                a[action].append(int(pointer, 16))
+    return per_thread
+
+
+def case_sigkill(rounds):
+    """SIGKILL of a recording program at random points (a random number of completed
+    pairs, or a random moment from start-up on): every trace left behind reads, and holds
+    every pair the program saw complete, in each thread's order."""
+    rounds = int(rounds)
+    rng = random.Random(20261202)  # fixed: the same kill points every run
+    d = work_dir("sigkill")
+    kinds = {"after pairs": 0, "at a moment": 0, "before the first allocation": 0}
+    most = 0
+    for r in range(rounds):
+        for f in os.listdir(d):
+            os.remove(os.path.join(d, f))
+        trace = os.path.join(d, "k.trace")
+        threads = 1 if r % 2 == 0 else 3
+        env = base_env(True, LUMA_STATS="off", LUMA_TRACE=trace)
+        p = subprocess.Popen([PROG["rel_recorder"], str(threads), "1000000"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        lines = []
+        try:
+            if r % 3 == 2:  # a random moment: start-up, initialisation, the first chunks
+                time.sleep(rng.uniform(0.0, 0.03) if rng.random() < 0.5 else rng.uniform(0.03, 0.4))
+            else:
+                want = rng.randint(1, 5000)
+                pending = b""
+                while len(lines) < want:
+                    chunk = os.read(p.stdout.fileno(), 65536)
+                    if not chunk:
+                        break
+                    pending += chunk
+                    *done, pending = pending.split(b"\n")
+                    lines += done
+            p.kill()
+            rest = p.stdout.read()  # printed before the kill: also completed pairs
+            p.wait(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if r % 3 != 2:
+            rest = pending + rest
+        lines += [l for l in rest.split(b"\n")[:-1]]  # the last piece may be cut
+        check(p.returncode == -signal.SIGKILL,
+              f"round {r}: the program ended by itself ({p.returncode})")
+        printed = {}
+        for l in lines:
+            tid, ptr, _ = l.split()
+            printed.setdefault(int(tid), []).append(int(ptr, 16))
+        if not os.path.exists(trace):
+            check(not lines, f"round {r}: {len(lines)} pairs completed but no trace exists")
+            kinds["before the first allocation"] += 1
+            continue
+        kinds["at a moment" if r % 3 == 2 else "after pairs"] += 1
+        summary = trace_summary(trace)["runs"][0]
+        check(not summary["closed_cleanly"], f"round {r}: a killed process closed its trace")
+        rows = rmm_rows(trace)
+        for tid, ptrs in printed.items():
+            got = rows.get(tid, {"allocate": [], "free": []})
+            for action in ("allocate", "free"):
+                check(got[action][:len(ptrs)] == ptrs,
+                      f"round {r}, thread {tid}: {len(ptrs)} pairs completed, but the trace's "
+                      f"first {action}s differ (trace has {len(got[action])})")
+        most = max(most, len(lines))
+    print(f"sigkill: {rounds} kills ({kinds}); every trace read, no completed pair lost "
+          f"(up to {most} pairs per kill)")
 
 
 CASES = {
@@ -353,6 +587,7 @@ CASES = {
     "bad-cli-input": case_bad_cli_input,
     "bad-traces-cli": case_bad_traces_cli,
     "signal": case_signal,
+    "sigkill": case_sigkill,
 }
 
 

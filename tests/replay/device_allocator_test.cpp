@@ -81,6 +81,41 @@ TEST(DeviceAllocator, FollowingThePlanMakesOneRealAllocation) {
   EXPECT_TRUE(r.followed());
 }
 
+TEST(DeviceAllocator, ALostContextTakesTheArenaAndTheCacheAlong) {
+  HostDevice dev;
+  dev.set_fences(true);
+  const PlanFile plan = ten_in_turn();
+  DeviceAllocator a(dev, 0, {}, &plan);
+  RecordingDivergences divergences;
+  a.set_divergence_sink(&divergences);
+  void* held = a.allocate(4000).ptr;  // planned, live
+  ASSERT_NE(held, nullptr);
+  ASSERT_EQ(a.free(held), FreeStatus::ok);  // pending: its fence is open
+  void* again = a.allocate(4000).ptr;       // waits for it, same offset
+  ASSERT_EQ(again, held);
+  const std::uint64_t releases = dev.release_calls();
+  a.drop_device_memory();
+  LUMA_REPLAY_CLEAN(a);
+  EXPECT_EQ(dev.release_calls(), releases) << "the memory is gone: nothing to release";
+  EXPECT_EQ(dev.fences_released(), dev.fences_recorded());
+  EXPECT_EQ(dev.contract_violations(), 0u);
+  EXPECT_FALSE(a.following_plan());
+  EXPECT_FALSE(a.owns(again));
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(s.reserved_bytes.all.current, 0);
+  EXPECT_EQ(s.allocation.all.current, 0);
+  EXPECT_EQ(s.num_context_resets, 1u);
+  const ReplayStats r = a.replay_stats();
+  EXPECT_EQ(r.first_divergence.reason, DivergenceReason::context_lost);
+  EXPECT_FALSE(r.arena_held);
+  // The next allocation (a new context) is the cache's, in fresh memory.
+  const AllocResult n = a.allocate(4000);
+  ASSERT_EQ(n.status, AllocStatus::ok);
+  EXPECT_EQ(a.replay_stats().cache_allocations, 1u);
+  EXPECT_EQ(a.free(n.ptr), FreeStatus::ok);
+  LUMA_REPLAY_CLEAN(a);
+}
+
 TEST(DeviceAllocator, ADivergenceInTheMiddleFallsBackWithDataIntact) {
   HostDevice dev;
   // Three long-lived blocks, then the program asks for something the plan does not have.

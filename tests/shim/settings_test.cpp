@@ -25,7 +25,8 @@ TEST(Settings, DefaultsWhenNothingIsSet) {
   EXPECT_TRUE(l.settings.stats_file.empty());
   EXPECT_FALSE(l.settings.disable);
   EXPECT_EQ(l.settings.core.free_sync, core::FreeSync::event);
-  ASSERT_EQ(l.table.size(), 8u);
+  ASSERT_EQ(l.table.size(), 9u);
+  EXPECT_TRUE(l.settings.plan.empty());
   for (const SettingRow& row : l.table) EXPECT_EQ(row.name.rfind("LUMA_", 0), 0u) << row.name;
 }
 
@@ -35,7 +36,8 @@ TEST(Settings, ReadsEveryVariable) {
                            {"LUMA_LOG_LEVEL", "debug"},
                            {"LUMA_LOG_FILE", "/tmp/luma.log"},
                            {"LUMA_DISABLE", "1"},
-                           {"LUMA_CONF", "free_sync:none"}});
+                           {"LUMA_CONF", "free_sync:none"},
+                           {"LUMA_PLAN", "/tmp/plan.json"}});
   EXPECT_TRUE(l.errors.empty());
   EXPECT_EQ(l.settings.stats, StatsFormat::json);
   EXPECT_EQ(l.settings.stats_file, "/tmp/s.%p.json");
@@ -43,6 +45,7 @@ TEST(Settings, ReadsEveryVariable) {
   EXPECT_EQ(l.settings.log_file, "/tmp/luma.log");
   EXPECT_TRUE(l.settings.disable);
   EXPECT_EQ(l.settings.core.free_sync, core::FreeSync::none);
+  EXPECT_EQ(l.settings.plan, "/tmp/plan.json");
 }
 
 TEST(Settings, BadValueIsNamedAndDefaultKept) {

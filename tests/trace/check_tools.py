@@ -10,14 +10,22 @@ End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
   allocator  a trace recorded from the real CachingAllocator gives the allocator's own
              peaks and counts
   callsites  a program's own stacks, recorded with its mappings, are named by libdw
+  progress   reading a large trace with stderr on a pseudo-terminal draws a progress bar
+             that fits the terminal and is erased at the end; none with stderr in a file,
+             none for a small trace
   errors     exit statuses and messages: usage 2, bad input 1 with the byte offset
 --update rewrites the expected outputs (review the diff before committing it).
 """
+import fcntl
 import json
 import os
+import pty
 import shutil
+import signal
+import struct
 import subprocess
 import sys
+import termios
 
 import check_memviz
 
@@ -67,6 +75,8 @@ def case_stats():
     assert d0["peak_allocated_bytes"] == 512 + 2048 + (12 << 20), d0
     assert d0["ooms"] == 1 and d0["segment_reserves"] == 2 and d0["allocations"] == 5, d0
     assert d0["cache_absorbed"] == 3, d0
+    # Requested bytes live at once: a free takes back what its alloc asked for.
+    assert d0["peak_requested_bytes"] == 500 + 2000 + (12 << 20), d0
     st = json.loads(run("stats", "--json", "golden_stacks.trace").stdout)["runs"][0]["devices"][0]
     sites = st["top_callsites_total"]
     assert len(sites) == 2 and sites[0]["bytes"] == 4 * (2 << 20), sites
@@ -149,6 +159,72 @@ def case_callsites():
     assert any("luma_test_allocating_function" in f["name"] for f in frames), frames
 
 
+def run_on_pty(args, columns):
+    """Runs luma with stdin and stderr on a pseudo-terminal `columns` wide and stdout in a
+    file. Returns (exit status, the bytes the terminal received, stdout)."""
+    out_path = os.path.join(WORK, "pty.stdout")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: its stdin/stdout/stderr are the terminal
+        try:
+            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+            out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(out, 1)
+            os.chdir(DATA)
+            os.execv(LUMA, [LUMA, *args])
+        finally:
+            os._exit(127)
+    signal.alarm(110)  # never hang the suite
+    got = []
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # EIO: the child's side of the terminal is closed
+            break
+        if not data:
+            break
+        got.append(data)
+    _, status = os.waitpid(pid, 0)
+    signal.alarm(0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), b"".join(got), open(out_path, "rb").read()
+
+
+def case_progress():
+    big = os.path.join(WORK, "big.trace")
+    subprocess.run([MAKE_GOLDEN, "--events", "1000000", big], check=True)
+    assert os.path.getsize(big) >= 16 << 20, "the large trace is smaller than the bar's threshold"
+    plain = run("stats", big).stdout.encode()
+
+    columns = 60
+    status, tty, out = run_on_pty(["stats", big], columns)
+    assert status == 0, (status, tty[-500:])
+    assert out == plain, "stdout differs when stderr is a terminal"
+    draws = [d for d in tty.split(b"\r") if d.strip()]
+    assert draws, "no progress bar on a terminal: %r" % tty[-500:]
+    assert all(b"big.trace [" in d and d.rstrip().endswith(b"%") for d in draws), draws[:3]
+    assert draws[0].rstrip().endswith(b" 0%") and draws[-1].rstrip().endswith(b" 100%"), draws
+    assert all(len(d) <= columns - 1 for d in draws), [len(d) for d in draws]
+    # Erased at the end: the last thing written is a line of spaces between two returns.
+    assert tty.endswith(b"\r") and tty.rstrip(b"\r").split(b"\r")[-1].strip() == b"", tty[-200:]
+
+    # A long path on a narrow terminal: shortened from the left, never wrapped.
+    status, tty, _ = run_on_pty(["export", big, "--format", "csv", "-o",
+                                 os.path.join(WORK, "big.csv"), "--device", "0"], 40)
+    draws = [d for d in tty.split(b"\r") if d.strip()]
+    assert status == 0 and draws and all(len(d) <= 39 for d in draws), draws[:3]
+    assert all(d.startswith(b"...") for d in draws), draws[:3]
+
+    # stderr in a file: no bar (and nothing else) there.
+    with open(os.path.join(WORK, "stderr.txt"), "wb") as err:
+        p = subprocess.run([LUMA, "stats", big], stdout=subprocess.PIPE, stderr=err, timeout=120)
+    assert p.returncode == 0 and p.stdout == plain
+    assert open(os.path.join(WORK, "stderr.txt"), "rb").read() == b"", "stderr is not empty"
+
+    # A small trace reads in a blink: no bar even on a terminal.
+    status, tty, _ = run_on_pty(["stats", "golden_small.trace"], columns)
+    assert status == 0 and b"[" not in tty and b"%" not in tty, tty
+
+
 {"golden": case_golden, "callsites": case_callsites, "stats": case_stats, "exports": case_exports,
- "allocator": case_allocator, "errors": case_errors}[CASE]()
+ "allocator": case_allocator, "errors": case_errors, "progress": case_progress}[CASE]()
 print("ok:", CASE)

@@ -3,8 +3,10 @@
 // (two devices, every event kind, narrow and wide records, three threads, two streams) and
 // DIR/golden_stacks.trace (call sites and a mappings text naming no real file).
 // The trace test compares its output with the committed files: a change of the format
-// shows up as a diff there.
+// shows up as a diff there. `make_golden --events N PATH` writes a plain trace of N
+// alloc/free events instead (large inputs for the tools' tests: the progress bar).
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -93,9 +95,36 @@ bool stacks(const std::string& path) {
 
 }  // namespace
 
+// N events: an alloc and its free in turn, on one device, thread and stream.
+bool many(const std::string& path, std::uint64_t n) {
+  auto w = TraceWriter::open(path, golden_header(0), nullptr);
+  if (!w) return false;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const bool alloc = (i & 1) == 0;
+    const std::uint64_t size = 512 << ((i >> 1) % 8);
+    w->write({alloc ? EventKind::alloc : EventKind::free_requested, 0,
+              0x7f0000000000ull + (((i >> 1) & 0xFFFF) << 20), size, alloc ? size - 100 : 0},
+             1, 0, alloc ? EntryPoint::cudaMalloc : EntryPoint::cudaFree, 1000000 + 1000 * i);
+  }
+  return w->close() && w->dropped() == 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--events") {
+    char* end = nullptr;
+    const std::uint64_t n = std::strtoull(argv[2], &end, 10);
+    if (end == argv[2] || *end != '\0') {
+      std::fprintf(stderr, "make_golden: --events takes a count, not '%s'\n", argv[2]);
+      return 2;
+    }
+    if (!many(argv[3], n)) {
+      std::fprintf(stderr, "make_golden: cannot write %s\n", argv[3]);
+      return 1;
+    }
+    return 0;
+  }
   if (argc != 2) {
-    std::fprintf(stderr, "usage: make_golden DIR\n");
+    std::fprintf(stderr, "usage: make_golden DIR | make_golden --events N PATH\n");
     return 2;
   }
   const std::string dir = argv[1];

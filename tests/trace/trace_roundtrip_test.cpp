@@ -1,7 +1,13 @@
 // trace_roundtrip_test.cpp - what the writer writes, the reader reads back: every event
 // kind in its narrow and wide form, interned threads and streams past the id space,
-// call-site stacks, many threads at once, and the 24-bytes-per-event bound.
+// call-site stacks, many threads at once, the 24-bytes-per-event bound, and a file system
+// that fills up under the writer.
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <map>
@@ -210,6 +216,69 @@ TEST(TraceRoundTrip, TypicalWorkloadTakesAtMost24BytesPerEvent) {
               static_cast<unsigned long long>(events));
   EXPECT_LE(double(r.file_bytes() - 4096) / double(events), 24.001);
   std::remove(path.c_str());
+}
+
+// In a child with a mount namespace of its own (so nothing outside sees it), on a 16 MiB
+// tmpfs: 3 million events (72 MB) fill it. The writer must drop what does not fit - the
+// program must not die of SIGBUS at a store into a page the file system cannot back - and
+// leave a trace that reads up to the last event it stored. Needs CAP_SYS_ADMIN (CI runs as
+// root); skipped without.
+TEST(TraceRoundTrip, AFullFileSystemDropsEventsAndNeverKillsTheProgram) {
+  constexpr std::uint64_t kEvents = 3'000'000;
+  constexpr int kCannotMount = 77;
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    const std::string dir = temp_path("full-fs");
+    ::mkdir(dir.c_str(), 0700);
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=16m") != 0)
+      std::_Exit(kCannotMount);
+    const std::string path = dir + "/t.trace";
+    std::uint64_t out[4] = {0, 0, 0, 0};  // dropped, events read, closed cleanly, read ok
+    {
+      auto w = TraceWriter::open(path, test_header(), nullptr);
+      if (!w) std::_Exit(3);
+      for (std::uint64_t i = 0; i < kEvents; ++i)
+        w->write({i & 1 ? EventKind::free_requested : EventKind::alloc, 0,
+                  0x7f0000000000ull + ((i & 0xFFFF) << 9), 512, i & 1 ? 0u : 500u},
+                 1, 0, EntryPoint::cudaMalloc, 2000 + i);
+      out[0] = w->dropped();
+      w->close();
+    }
+    try {
+      TraceReader r(path);
+      out[2] = r.closed_cleanly();
+      out[1] = r.read(nullptr).events;
+      out[3] = 1;
+    } catch (const TraceError&) {
+    }
+    if (::write(fds[1], out, sizeof out) != sizeof out) std::_Exit(4);
+    std::_Exit(0);
+  }
+  ::close(fds[1]);
+  std::uint64_t got[4] = {};
+  const ssize_t n = ::read(fds[0], got, sizeof got);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::rmdir(temp_path("full-fs").c_str());
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kCannotMount)
+    GTEST_SKIP() << "cannot mount a tmpfs in a private mount namespace (needs CAP_SYS_ADMIN)";
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the writer's process died: status " << status
+      << (WIFSIGNALED(status) ? " (signal " + std::to_string(WTERMSIG(status)) + ")" : "");
+  ASSERT_EQ(n, static_cast<ssize_t>(sizeof got));
+  const std::uint64_t dropped = got[0], events = got[1];
+  EXPECT_GT(dropped, 0u) << "72 MB fitted into 16 MiB?";
+  EXPECT_EQ(got[3], 1u) << "the trace does not read";
+  EXPECT_EQ(got[2], 0u) << "a trace with dropped events must stay unfinished";
+  EXPECT_GT(events, 100'000u);
+  EXPECT_EQ(events + dropped, kEvents);  // each event one slot: stored or dropped
 }
 
 TEST(TraceRoundTrip, WriterReportsAnUnwritablePath) {
