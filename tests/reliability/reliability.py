@@ -13,6 +13,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -80,6 +81,11 @@ def run(argv, env, timeout=TIMEOUT, expect=None, cwd=None):
     return p
 
 
+def load():
+    """The 1-, 5- and 15-minute load averages, for the figures (docs/reliability.md)."""
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def work_dir(name):
     d = os.path.join(WORK_ROOT, name)
     shutil.rmtree(d, ignore_errors=True)
@@ -130,14 +136,16 @@ def case_stress(threads, n):
     d = work_dir(f"stress-{threads}-{n}")
     stats, counters = os.path.join(d, "stats.json"), os.path.join(d, "counters.json")
     env = base_env(True, LUMA_STATS="json", LUMA_STATS_FILE=stats, LUMA_FAKE_COUNTERS=counters)
-    t0 = time.monotonic()
+    t0, r0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     p = run([PROG["rel_stress"], threads, n], env, timeout=max(TIMEOUT, int(n) // 200), expect=0)
-    took = time.monotonic() - t0
+    took, r1 = time.monotonic() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
     check(" 0 errors" in p.stdout, f"stress reported errors: {p.stdout}")
     st = check_consistent(stats, counters)
     print(p.stdout.strip())
-    print(f"stress: {took:.1f} s; statistics and driver agree: "
-          + ", ".join(f"device {d['device']}: {d.get('segments')} segments" for d in st["devices"]))
+    print(f"stress: {took:.1f} s wall, {r1.ru_utime - r0.ru_utime:.1f} s user + "
+          f"{r1.ru_stime - r0.ru_stime:.1f} s sys CPU, load {load()}; statistics and driver "
+          "agree: " + ", ".join(f"device {d['device']}: {d.get('segments')} segments"
+                               for d in st["devices"]))
 
 
 def case_stress_plain(threads, n):
@@ -186,6 +194,10 @@ SETTINGS = {
     "LUMA_TRACE": ["/proc/self/no-such-dir/t", "/", "/dev/full", "/dev/null", "/proc/version",
                    "%", "%q%%%", "%p" * 5000, "a" * 100000, "\t", "-", "0x", "'\"`$(id)",
                    "%e/%e/%e", "\u2603.%p"],
+    # A plan that cannot be read (docs/plan-replay.md: one line, the caching allocator
+    # serves the run); malformed plan files are case bad-plans.
+    "LUMA_PLAN": GARBAGE + ["/", "/dev/null", "/dev/zero", "/proc/version",
+                            "/proc/self/no-such-dir/plan.json"],
     "LUMA_TRACE_STACKS": GARBAGE + ["129", "-1", "99999999999999999999", "1e3", "0x10",
                                     "128abc", "4294967297"],
 }
@@ -219,10 +231,11 @@ def case_bad_settings():
                 check(len(warnings) >= (1 if named else 0) and
                       all("LUMA_CONF" in w for w in warnings),
                       f"{what}: expected lines naming LUMA_CONF, got {warnings}")
-            elif name == "LUMA_TRACE":
-                # A name that cannot be recorded to: one line naming LUMA_TRACE, no trace.
-                check(len(warnings) <= 1 and all("LUMA_TRACE" in w for w in warnings),
-                      f"{what}: expected at most one line naming LUMA_TRACE, got {warnings}")
+            elif name in ("LUMA_TRACE", "LUMA_PLAN"):
+                # A name that cannot be recorded to / a plan that cannot be read: one line
+                # naming the variable, the run goes on (no trace / the caching allocator).
+                check(len(warnings) <= 1 and all(name in w for w in warnings),
+                      f"{what}: expected at most one line naming {name}, got {warnings}")
             for line in warnings:
                 # A line may quote the value (a file name: as asked and as the system's
                 # error names it), and a name pattern expanded (%p: the pid).
@@ -340,6 +353,148 @@ def case_bad_traces_cli():
         tried += 1
     print(f"bad-traces-cli: {tried} damaged traces through luma stats/export: every one "
           "rejected or read, one line, no crash, no hang")
+
+
+def plan_variants(good):
+    """Malformed plan files made from a good one: (name, bytes)."""
+    text = good.decode()
+    plan = json.loads(text)
+    rng = random.Random(11)
+    out = [("empty", b""), ("null", b"null"), ("array", b"[]"), ("object", b"{}"),
+           ("number", b"1e400"), ("nan", b'{"version": NaN}'), ("bom", b"\xef\xbb\xbf" + good),
+           ("utf16", text.encode("utf-16")), ("trailing", good + b"}garbage"),
+           ("nul", good[:100] + b"\0" + good[100:]), ("binary", bytes(range(256)) * 8),
+           ("deep-array", b"[" * 100000 + b"]" * 100000),
+           ("deep-object", b'{"devices":' * 100000 + b"1" + b"}" * 100000)]
+    # Cut at every byte of the first 64 and at 60 points after; random byte damage.
+    cuts = sorted(set(list(range(1, 64)) + list(range(64, len(good), max(1, len(good) // 60)))))
+    out += [(f"cut-{c}", good[:c]) for c in cuts]
+    for i in range(60):
+        bad = bytearray(good)
+        for _ in range(rng.randint(1, 6)):
+            bad[rng.randrange(len(bad))] = rng.choice(b'{}[]",:0123456789-.eE \n\x00\xff')
+        out.append((f"damaged-{i}", bytes(bad)))
+
+    def edit(name, fn):
+        p = json.loads(text)
+        fn(p)
+        out.append((name, json.dumps(p).encode()))
+
+    dev = lambda p: p["devices"][0]
+    alloc = lambda p, k=1: dev(p)["allocations"][k]
+    for key in list(plan.keys()):
+        edit(f"no-{key}", lambda p, key=key: p.pop(key))
+    for key in list(plan["devices"][0].keys()):
+        edit(f"no-devices[0].{key}", lambda p, key=key: dev(p).pop(key))
+    for key in list(plan["devices"][0]["allocations"][0].keys()):
+        edit(f"no-allocations[1].{key}", lambda p, key=key: alloc(p).pop(key))
+    for key in list(plan["fingerprint"].keys()):
+        edit(f"no-fingerprint.{key}", lambda p, key=key: p["fingerprint"].pop(key))
+    odd = [None, True, -1, 0.5, 1e300, 2 ** 64, 2 ** 63, -(2 ** 63) - 1, "1", [], {}]
+    for i, v in enumerate(odd):
+        edit(f"format={v!r}", lambda p, v=v: p.__setitem__("format", v))
+        edit(f"version={v!r}", lambda p, v=v: p.__setitem__("version", v))
+        edit(f"devices={v!r}", lambda p, v=v: p.__setitem__("devices", v))
+        edit(f"fingerprint={v!r}", lambda p, v=v: p.__setitem__("fingerprint", v))
+        edit(f"executable={v!r}", lambda p, v=v: p["fingerprint"].__setitem__("executable", v))
+        edit(f"arguments={v!r}", lambda p, v=v: p["fingerprint"].__setitem__("arguments", v))
+        for key in ("device", "arena", "alignment", "lower_bound", "strategy", "allocations",
+                    "strategies", "periodic"):
+            edit(f"devices[0].{key}={v!r}", lambda p, key=key, v=v: dev(p).__setitem__(key, v))
+        for key in ("id", "name", "requested", "size", "offset", "lower", "upper"):
+            edit(f"allocations[1].{key}={v!r}",
+                 lambda p, key=key, v=v: alloc(p).__setitem__(key, v))
+    # Values of the right type that break a rule: alignment, bounds, order, overlap, devices.
+    edit("version=2", lambda p: p.__setitem__("version", 2))
+    edit("format=other", lambda p: p.__setitem__("format", "luma-trace"))
+    for a in (0, 1, 3, 128, 255, 257, 2 ** 31, 2 ** 62):
+        edit(f"alignment={a}", lambda p, a=a: dev(p).__setitem__("alignment", a))
+    for o in (1, 128, 255, 2 ** 62, 2 ** 64 - 256, dev(plan)["arena"]):
+        edit(f"offset={o}", lambda p, o=o: alloc(p).__setitem__("offset", o))
+    edit("size<requested", lambda p: alloc(p).__setitem__("size", alloc(p)["requested"] - 1))
+    edit("size=0", lambda p: alloc(p).update(size=0, requested=0))
+    edit("lower>upper", lambda p: alloc(p).update(lower=9, upper=3))
+    edit("arena=0", lambda p: dev(p).__setitem__("arena", 0))
+    edit("arena=2^63", lambda p: dev(p).__setitem__("arena", 2 ** 63))
+    edit("device=70000", lambda p: dev(p).__setitem__("device", 70000))
+    edit("device=-1", lambda p: dev(p).__setitem__("device", -1))
+    edit("same-device-twice", lambda p: p["devices"].append(dev(p)))
+    edit("overlap", lambda p: dev(p)["allocations"].__setitem__(
+        1, dict(alloc(p), lower=alloc(p, 0)["lower"])))
+    edit("no-allocations", lambda p: dev(p).__setitem__("allocations", []))
+    edit("no-devices", lambda p: p.__setitem__("devices", []))
+    edit("periodic-bad", lambda p: dev(p).__setitem__(
+        "periodic", {"warmup": 10 ** 9, "period": 0}))
+    edit("other-program", lambda p: p["fingerprint"].__setitem__("executable", "/bin/true"))
+    edit("other-arguments", lambda p: p["fingerprint"].__setitem__("arguments", ["loop"]))
+    edit("duplicate-keys", lambda p: None)
+    out[-1] = ("duplicate-keys", good.replace(b'"version": 1', b'"version": 1, "version": 7', 1))
+    return out
+
+
+def case_bad_plans():
+    """Malformed plan files (`luma plan -o`, core/plan_file.h) given to `luma run --plan`:
+    refused before the program starts with one line naming the file (exit 1), or - a
+    change the reader may ignore - the program runs on it as usual. And the same files as
+    LUMA_PLAN straight to libluma.so: the program always runs on, unchanged, and luma says
+    at most one line, naming LUMA_PLAN."""
+    d = work_dir("bad-plans")
+    prog = [PROG["prog_driver"], "loop", "200", "4096"]
+    want_out = "loop: 200 alloc/free pairs"
+    trace, good_path = os.path.join(d, "good.trace"), os.path.join(d, "good.json")
+    env = base_env(False)
+    env["PATH"] = ENV.get("PATH", "/usr/bin:/bin")
+    run([LUMA, "run", "--stats", "off", "--trace", trace, "--", *prog], env, expect=0)
+    run([LUMA, "plan", "--time-limit", "0.2", "-o", good_path, trace], env, expect=0)
+    with open(good_path, "rb") as f:
+        good = f.read()
+    p = run([LUMA, "run", "--stats", "off", "--trace", trace, "--plan", good_path, "--", *prog],
+            env, expect=0)
+    check(want_out in p.stdout, f"the good plan: the program's output changed: {p.stdout}")
+    path = os.path.join(d, "bad.json")
+    variants = plan_variants(good)
+    verdicts = {"refused": 0, "ran": 0}
+    direct = 0
+    for i, (name, data) in enumerate(variants):
+        with open(path, "wb") as f:
+            f.write(data)
+        what = f"plan {name}"
+        p = run([LUMA, "run", "--stats", "off", "--trace", trace, "--plan", path, "--", *prog],
+                env, timeout=60)
+        err = [l for l in p.stderr.splitlines() if l.strip()]
+        if p.returncode == 0:
+            check(want_out in p.stdout, f"{what}: accepted, but the program's output changed: "
+                  f"{p.stdout[-500:]}")
+            verdicts["ran"] += 1
+        else:
+            check(p.returncode == 1, f"{what}: luma run exited {p.returncode}, expected 0 or 1"
+                  f"\n{p.stderr[-1500:]}")
+            check(not p.stdout, f"{what}: refused, yet the program ran: {p.stdout[-500:]}")
+            check(len(err) == 1, f"{what}: expected one line, got {len(err)}:\n"
+                  + "\n".join(err[:5]))
+            check(path in err[0] and len(err[0]) < 600,
+                  f"{what}: the line does not name the file, or is overlong: {err[0][:300]}")
+            verdicts["refused"] += 1
+        if i % 3 == 0 or not name.startswith(("cut-", "damaged-")):
+            penv = base_env(True, LUMA_PLAN=path, LUMA_STATS="off")
+            p = run(prog, penv, timeout=60)
+            warnings = [l for l in p.stderr.splitlines() if l.startswith("luma")]
+            check(p.returncode == 0 and want_out in p.stdout,
+                  f"LUMA_PLAN={name}: the program exited {p.returncode}: {p.stdout[-300:]}"
+                  f"\n{p.stderr[-1500:]}")
+            check(len(warnings) <= 1 and all("LUMA_PLAN" in w for w in warnings),
+                  f"LUMA_PLAN={name}: expected at most one line naming LUMA_PLAN, got {warnings}")
+            direct += 1
+    for bad in ("/", "/dev/null", "/dev/zero", os.path.join(d, "missing.json"), d):
+        p = run([LUMA, "run", "--plan", bad, "--", *prog], env, timeout=60)
+        err = [l for l in p.stderr.splitlines() if l.strip()]
+        check(p.returncode == 1 and not p.stdout and len(err) == 1 and bad in err[0],
+              f"luma run --plan {bad}: exit {p.returncode}, {len(err)} lines: {err[:3]}")
+    print(f"bad-plans: {len(variants)} malformed plan files through luma run --plan: "
+          f"{verdicts['refused']} refused with one line naming the file before the program "
+          f"started, {verdicts['ran']} still a usable plan (the program ran, output unchanged); "
+          f"5 bad paths refused; {direct} of them as LUMA_PLAN: the program ran on every "
+          "time, at most one line")
 
 
 def caught(pid):
@@ -586,6 +741,7 @@ CASES = {
     "bad-settings": case_bad_settings,
     "bad-cli-input": case_bad_cli_input,
     "bad-traces-cli": case_bad_traces_cli,
+    "bad-plans": case_bad_plans,
     "signal": case_signal,
     "sigkill": case_sigkill,
 }
