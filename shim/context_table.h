@@ -1,4 +1,4 @@
-// context_table.h - one caching allocator per CUDA context (blocks belong to the context
+// context_table.h - one allocator (core::DeviceAllocator) per CUDA context (blocks belong to the context
 // that allocated them), found without a lock on the hot path: entries are published once
 // into a fixed array and never removed or freed (a context outliving luma's interest in it
 // costs one small record; freeing it could race with a free on another thread).
@@ -14,26 +14,28 @@
 #include <memory>
 #include <mutex>
 
-#include "caching_allocator.h"
+#include "device_allocator.h"
 #include "config.h"
 #include "driver_device.h"
 
 namespace luma::shim {
 
 struct ContextEntry {
+  // `plan`: the process's accepted plan (LUMA_PLAN), or nullptr.
   ContextEntry(const RealDriver& driver, CUcontext c, int device_index,
-               const core::Settings& settings, StreamRegistry& streams)
+               const core::Settings& settings, StreamRegistry& streams,
+               const core::PlanFile* plan = nullptr)
       : ctx(c),
         device(device_index),
         driver_device(driver, c, settings.free_sync, streams),
-        allocator(driver_device, device_index, settings.allocator) {}
+        allocator(driver_device, device_index, settings.allocator, plan) {}
 
   CUcontext ctx;
   int device;
   bool primary = false;  // the device's primary context (reset and release destroy it)
   std::atomic<bool> retired{false};
   DriverDevice driver_device;
-  core::CachingAllocator allocator;
+  core::DeviceAllocator allocator;  // the cache, with the plan's replay in front of it
 };
 
 class ContextTable {

@@ -72,7 +72,9 @@ ContextEntry* current_entry(State& s) {
   return s.contexts.find_or_create(ctx, [&]() -> ContextEntry* {
     CUdevice device = 0;
     if (s.driver.ctx_get_device(&device) != CUDA_SUCCESS) device = 0;
-    auto* e = new ContextEntry(s.driver, ctx, device, s.settings.core, s.streams);
+    auto* e = new ContextEntry(s.driver, ctx, device, s.settings.core, s.streams,
+                               s.plans.plan_for_new_allocator(s.driver));
+    if (e->allocator.has_plan()) e->allocator.set_divergence_sink(&s.divergence_log);
     e->primary = is_primary_context(s.driver, ctx, device);
     // Before the entry is published: the allocator's first event is already recorded.
     if (luma::core::EventSink* sink = s.recorder.sink_for_new_allocator(s.driver))

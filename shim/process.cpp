@@ -38,8 +38,10 @@
 #include <string>
 #include <vector>
 
+#include "run_identity.h"
 #include "shim_state.h"
 #include "signal_flush.h"
+#include "replay_stats_format.h"
 #include "stats_format.h"
 #include "stats_output.h"
 
@@ -82,12 +84,6 @@ void write_all(int fd, const std::string& text) noexcept {
   }
 }
 
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
-
 std::string format_output(const State& s, int signal) {
   std::vector<core::DeviceStats> devices;
   for (std::size_t i = 0; i < s.contexts.size(); ++i)
@@ -100,10 +96,21 @@ std::string format_output(const State& s, int signal) {
   };
   // Statistics written because a signal ends the process say so.
   if (signal != 0) extra.push_back(core::StatsExtra::text("ended_by", signal_name(signal)));
-  if (s.settings.stats == StatsFormat::json) return core::format_stats_json(devices, extra) + "\n";
+  // LUMA_PLAN: whether the run was served from its plan, how far it got, real allocations.
+  std::vector<core::ReplayStats> replay;
+  if (s.plans.wanted())
+    for (std::size_t i = 0; i < s.contexts.size(); ++i)
+      replay.push_back(s.contexts.at(i)->allocator.replay_stats());
+  if (s.settings.stats == StatsFormat::json) {
+    if (s.plans.wanted())
+      extra.push_back({"plan", core::format_replay_json(s.plans.summary(), replay), false});
+    return core::format_stats_json(devices, extra) + "\n";
+  }
   std::string head = "luma: memory statistics at exit";
   if (signal != 0) head += std::string(" (") + signal_name(signal) + ")";
-  return head + "\n" + core::format_stats_text(devices, extra);
+  std::string text = head + "\n" + core::format_stats_text(devices, extra);
+  if (s.plans.wanted()) text += core::format_replay_text(s.plans.summary(), replay);
+  return text;
 }
 
 void print_stats_once(int signal) noexcept {

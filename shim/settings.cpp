@@ -154,7 +154,9 @@ LoadedSettings read_settings(const EnvLookup& getenv_fn) {
 
   // Read (and refused with one line, if it must be) when the first device is served,
   // where the plan's fingerprint can be checked against the devices (plan_loader.h).
-  if (const char* v = get("LUMA_PLAN")) s.plan = v;
+  // Blank (only spaces or tabs) counts as unset, like an empty value: no file has that name.
+  if (const char* v = get("LUMA_PLAN"); v != nullptr && std::string_view(v).find_first_not_of(" \t\n") != std::string_view::npos)
+    s.plan = v;
   out.table.push_back({"LUMA_PLAN", "", s.plan,
                        "serve each device from this plan (luma plan -o) while the run follows "
                        "it; empty: the caching allocator only"});

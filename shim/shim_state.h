@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "context_table.h"
+#include "plan_loader.h"
 #include "real_driver.h"
 #include "settings.h"
 #include "stream_registry.h"
@@ -32,6 +33,9 @@ struct State {
   ContextTable contexts;
   // LUMA_TRACE: the event trace (attached to each allocator as it is built).
   TraceRecorder recorder;
+  // LUMA_PLAN: the plan every context's allocator follows, and the log of divergences.
+  PlanLoader plans;
+  DivergenceLog divergence_log;
   // Set in a child forked after the parent served CUDA: the parent's cache is not the
   // child's to use or report, so the child forwards everything and prints nothing.
   std::atomic<bool> inherited{false};

@@ -18,6 +18,7 @@
 
 #include "call_context.h"
 #include "log.h"
+#include "run_identity.h"
 #include "stats_output.h"
 #include "trace/trace_format.h"
 #include "trace_path.h"
@@ -30,28 +31,6 @@ namespace {
 constexpr std::uint64_t kCloseWaitNs = 200'000'000;
 // /proc files copied into the header are cut here (the header block holds 64 MiB).
 constexpr std::size_t kMaxProcFileBytes = 16u << 20;
-
-std::string read_proc_file(const char* path) {
-  std::string out;
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() >= kMaxProcFileBytes) break;
-  }
-  ::close(fd);
-  return out;
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
 
 std::uint64_t realtime_ns() noexcept {
   timespec t{};
@@ -139,45 +118,13 @@ core::TraceHeader TraceRecorder::make_header(const RealDriver& d) const {
   h.luma_version = LUMA_VERSION;
   h.pid = static_cast<std::uint64_t>(getpid());
   h.host = host_name();
-  const std::string cmdline = read_proc_file("/proc/self/cmdline");
-  std::size_t start = 0;
-  while (start < cmdline.size()) {
-    std::size_t end = cmdline.find('\0', start);
-    if (end == std::string::npos) end = cmdline.size();
-    h.command_line.push_back(cmdline.substr(start, end - start));
-    start = end + 1;
-  }
+  h.command_line = process_command_line();
   h.start_unix_ns = realtime_ns();
   h.clock_base_ns = clock_.now();
   h.settings = settings_text_;
   h.stack_depth = stack_depth_;
-  if (stack_depth_ > 0) h.mappings = read_proc_file("/proc/self/maps");
-  int count = 0;
-  if (d.device_get_count != nullptr && d.device_get_count(&count) == CUDA_SUCCESS) {
-    // The current device's total from cuMemGetInfo where cuDeviceTotalMem is missing.
-    CUdevice current = -1;
-    if (d.ctx_get_device != nullptr && d.ctx_get_device(&current) != CUDA_SUCCESS) current = -1;
-    for (int i = 0; i < count && i < 64; ++i) {
-      core::TraceDevice dev;
-      dev.index = static_cast<std::uint32_t>(i);
-      CUdevice handle = i;
-      if (d.device_get != nullptr && d.device_get(&handle, i) != CUDA_SUCCESS) handle = i;
-      char name[256] = {};
-      if (d.device_get_name != nullptr &&
-          d.device_get_name(name, sizeof name - 1, handle) == CUDA_SUCCESS)
-        dev.name = name;
-      else
-        dev.name = "device " + std::to_string(i);
-      std::size_t total = 0;
-      if (d.device_total_mem != nullptr && d.device_total_mem(&total, handle) == CUDA_SUCCESS) {
-        dev.total_bytes = total;
-      } else if (handle == current && d.mem_get_info != nullptr) {
-        std::size_t free = 0;
-        if (d.mem_get_info(&free, &total) == CUDA_SUCCESS) dev.total_bytes = total;
-      }
-      h.devices.push_back(std::move(dev));
-    }
-  }
+  if (stack_depth_ > 0) h.mappings = read_proc_file("/proc/self/maps", kMaxProcFileBytes);
+  h.devices = driver_devices(d);
   return h;
 }
 

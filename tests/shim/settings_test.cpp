@@ -71,5 +71,11 @@ TEST(Settings, EmptyValueMeansUnset) {
   EXPECT_EQ(l.settings.stats, StatsFormat::text);
 }
 
+TEST(Settings, BlankPlanMeansNoPlan) {
+  for (const char* blank : {"", " ", "\t", " \t\n"})
+    EXPECT_TRUE(read({{"LUMA_PLAN", blank}}).settings.plan.empty()) << "'" << blank << "'";
+  EXPECT_EQ(read({{"LUMA_PLAN", " plan.json"}}).settings.plan, " plan.json");
+}
+
 }  // namespace
 }  // namespace luma::shim
