@@ -6,6 +6,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -273,6 +274,10 @@ PlanFile parse_plan_file(std::string_view text, const std::string& source) {
 }
 
 PlanFile read_plan_file(const std::string& path) {
+  // A directory opens as a stream on Linux and reports a meaningless size.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw PlanFileError(path + ": cannot read the plan file: is a directory");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw PlanFileError(fmt::format("{}: cannot open the plan file: {}", path, std::strerror(errno)));
   const std::streamoff size = in.tellg();

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "call_context.h"
+#include "dlsym_hook.h"
 #include "log.h"
 #include "proc_address.h"
 #include "real_driver.h"
@@ -428,23 +429,21 @@ LUMA_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVe
   return r;
 }
 
-// Overrides the program's dlsym (dlsym@GLIBC_2.34 / @GLIBC_2.2.5). Fast for every name
-// luma does not serve: one character test, then glibc's dlsym as a tail call, so glibc
-// still sees the program's return address (RTLD_NEXT is resolved relative to the caller).
-LUMA_EXPORT void* dlsym(void* handle, const char* name) {
-  DlsymFn real = real_dlsym();
-  if (name[0] == 'c' && name[1] == 'u' && !RecursionGuard::active()) {
-    Hook h = hook_for_symbol(name);
-    if (h != Hook::none) {
-      void* fn = real(handle, name);
-      // Only lookups into the real driver are redirected; a name found elsewhere (luma's
-      // own export through RTLD_DEFAULT, another library's) is answered as glibc would.
-      if (fn != nullptr && in_libcuda(fn)) return hook_function(h);
-      return fn;
-    }
-  }
-  return real(handle, name);
+namespace luma::shim {
+
+// dlsym_hook.cpp's dlsym, for a name that starts with "cu" looked up outside luma: a driver
+// entry point luma serves, found in the real driver, is answered with luma's hook.
+void* dlsym_for_driver(void* handle, const char* name, DlsymFn real) noexcept {
+  Hook h = hook_for_symbol(name);
+  if (h == Hook::none) return real(handle, name);
+  void* fn = real(handle, name);
+  // Only lookups into the real driver are redirected; a name found elsewhere (luma's own
+  // export through RTLD_DEFAULT, another library's) is answered as glibc would.
+  if (fn != nullptr && in_libcuda(fn)) return hook_function(h);
+  return fn;
 }
+
+}  // namespace luma::shim
 
 namespace luma::shim {
 namespace {

@@ -13,10 +13,6 @@
 namespace luma::shim {
 namespace {
 
-// A program bound dlsym at GLIBC_2.34 (glibc >= 2.34) or GLIBC_2.2.5 (older x86-64 builds);
-// both name the same function in the glibc that is running.
-constexpr const char* kDlsymVersions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
-
 template <typename Fn>
 void resolve(const RealDriver& d, const char* name, int version, Fn& out) noexcept {
   void* fn = nullptr;
@@ -40,18 +36,6 @@ bool RealDriver::can_serve() const noexcept {
   return mem_alloc && mem_free && ctx_get_current && ctx_push_current && ctx_pop_current &&
          ctx_get_device && ctx_synchronize && event_create && event_record && event_query &&
          event_synchronize && event_destroy;
-}
-
-DlsymFn real_dlsym() noexcept {
-  static std::atomic<DlsymFn> cached{nullptr};
-  DlsymFn fn = cached.load(std::memory_order_acquire);
-  if (fn != nullptr) return fn;
-  for (const char* version : kDlsymVersions) {
-    fn = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", version));
-    if (fn != nullptr) break;
-  }
-  cached.store(fn, std::memory_order_release);
-  return fn;
 }
 
 bool load_real_driver(RealDriver& d) noexcept {

@@ -5,7 +5,9 @@
 // (core/planner/periodic.h); a device without one is an error (exit 1).
 #include <fmt/core.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -184,7 +186,11 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--time-limit", options->time_limit,
                   "seconds the improvement search may take per device (default " +
                       fmt::format("{}", core::planner::kDefaultTimeLimitSeconds) + ")")
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(CLI::Range(0.0, 86400.0))
+      // CLI::Range lets NaN through (every comparison with it is false).
+      ->check([](const std::string& v) -> std::string {
+        return std::isfinite(std::strtod(v.c_str(), nullptr)) ? "" : "must be a finite number of seconds";
+      });
   cmd->callback([options] { run_plan(*options); });
 }
 

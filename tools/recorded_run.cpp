@@ -27,6 +27,11 @@ RecordedRun::RecordedRun(const std::string& path) : path_(path) {
     trace_ = std::make_unique<core::TraceReader>(path);
     return;
   }
+  // libluma.so creates the file (to claim its name) just before it writes the header: a
+  // process killed in between leaves it empty, having recorded nothing.
+  if (head.empty())
+    throw std::runtime_error(path + ": empty file (a process that leaves its trace empty ended "
+                             "before it recorded anything)");
   core::RmmLogReader rmm;
   if (!rmm.accepts(head))
     throw std::runtime_error(path + ": neither a luma trace (starts with the LUMATRC magic) "

@@ -264,7 +264,8 @@ TraceReadSummary TraceReader::read(const EventFn& on_event, const ProgressFn& pr
           fail(slot, "stack id " + std::to_string(id) + " out of order (expected " +
                          std::to_string(stacks_.size() + 1) + ")");
         std::vector<std::uint64_t> frames(n);
-        std::memcpy(frames.data(), blob.data() + 8, 8 * std::size_t{n});
+        // A stack of no frames is valid (and memcpy from or to a null pointer is not).
+        if (n > 0) std::memcpy(frames.data(), blob.data() + 8, 8 * std::size_t{n});
         stacks_.push_back(std::move(frames));
       }
     } else if (kind == static_cast<unsigned>(SlotKind::blob_cont)) {

@@ -256,6 +256,9 @@ TEST(TraceUnderTheShim, SigkillAtRandomPointsLosesNoCompletedEvent) {
     close(fd);
     ASSERT_TRUE(WIFSIGNALED(status)) << "round " << round << ": the program ended by itself";
     if (seen == 0 && files_in(dir).empty()) continue;  // killed before its first alloc
+    // Killed between the file's creation and its header (during the first alloc): empty,
+    // nothing recorded - and nothing had completed.
+    if (seen == 0 && read_file(trace).empty()) continue;
     Counts c;
     ASSERT_NO_THROW(c = count_events(trace)) << "round " << round;
     EXPECT_FALSE(c.closed);

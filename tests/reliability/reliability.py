@@ -731,6 +731,15 @@ def case_sigkill(rounds):
             check(not lines, f"round {r}: {len(lines)} pairs completed but no trace exists")
             kinds["before the first allocation"] += 1
             continue
+        if os.path.getsize(trace) == 0:
+            # Killed between the file's creation and its header (the first allocation was
+            # under way): nothing was recorded, and nothing had completed.
+            check(not lines, f"round {r}: {len(lines)} pairs completed but the trace is empty")
+            st = run([LUMA, "stats", trace], base_env(False), timeout=60)
+            check(st.returncode == 1 and "empty file" in st.stderr,
+                  f"round {r}: luma stats on an empty trace: exit {st.returncode}: {st.stderr[-300:]}")
+            kinds["before the first allocation"] += 1
+            continue
         kinds["at a moment" if r % 3 == 2 else "after pairs"] += 1
         summary = trace_summary(trace)["runs"][0]
         check(not summary["closed_cleanly"], f"round {r}: a killed process closed its trace")

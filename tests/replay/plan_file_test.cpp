@@ -108,6 +108,16 @@ TEST(PlanFile, WritesAndReadsAFile) {
   EXPECT_THROW(write_plan_file("/nonexistent-dir/x/plan.json", sample()), std::runtime_error);
 }
 
+TEST(PlanFile, ADirectoryIsNamedAsOne) {
+  try {
+    read_plan_file("/");
+    FAIL() << "a directory was read as a plan";
+  } catch (const PlanFileError& e) {
+    EXPECT_NE(std::string(e.what()).find("/: cannot read the plan file: is a directory"), std::string::npos)
+        << e.what();
+  }
+}
+
 struct Malformed {
   const char* name;
   std::string text;
