@@ -576,6 +576,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
     return CUDA_ERROR_INVALID_VALUE;
   }
   size_t p = rounded_size(width);
+  if (p == 0) return CUDA_ERROR_OUT_OF_MEMORY;  // width so large its rounding wrapped
   if (height > SIZE_MAX / p) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult r = allocate(dptr, p * height, false);
   if (r == CUDA_SUCCESS) *pitch = p;
