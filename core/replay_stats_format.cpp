@@ -11,23 +11,7 @@
 namespace luma::core {
 namespace {
 
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        else out += ch;
-    }
-  }
-  return out + "\"";
-}
+std::string json_string(std::string_view s) { return "\"" + json_escape(s) + "\""; }
 
 const char* yes_no(bool b) { return b ? "true" : "false"; }
 

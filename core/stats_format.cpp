@@ -90,6 +90,13 @@ void counter_line(std::string& out, std::string_view name, std::uint64_t value) 
   out += fmt::format("| {:<50} {:>22} |\n", name, value);
 }
 
+
+std::uint64_t absorbed(const DeviceStats& s) {
+  return s.alloc_calls > s.num_device_alloc ? s.alloc_calls - s.num_device_alloc : 0;
+}
+
+}  // namespace
+
 std::string json_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 2);
@@ -108,12 +115,6 @@ std::string json_escape(std::string_view s) {
   }
   return out;
 }
-
-std::uint64_t absorbed(const DeviceStats& s) {
-  return s.alloc_calls > s.num_device_alloc ? s.alloc_calls - s.num_device_alloc : 0;
-}
-
-}  // namespace
 
 std::string format_bytes(std::uint64_t bytes) {
   static constexpr std::array<const char*, 6> units{"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -43,5 +44,9 @@ std::string format_stats_json(const std::vector<DeviceStats>& devices,
 
 // "512 B", "1.5 MiB": a byte count in the largest binary unit that keeps it >= 1.
 std::string format_bytes(std::uint64_t bytes);
+
+// `s` with JSON's string escapes applied (no quotes added); shared with
+// replay_stats_format.cpp, which writes JSON the same hand-written way.
+std::string json_escape(std::string_view s);
 
 }  // namespace luma::core
