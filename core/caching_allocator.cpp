@@ -15,7 +15,8 @@
 //   allocation finds nothing else that fits, when it reaches epoch_max_blocks / _bytes,
 //   or by empty_cache / the OOM path / release_all. Closed epochs wait in a FIFO, polled
 //   oldest first at each allocate (PyTorch's process_events) and waited on, oldest first,
-//   before the allocator grows. A fence recorded after a free covers at least the work
+//   before the allocator grows (the per-allocation poll backs off while the oldest
+//   fence stays not done: fence_poll_max_gap). A fence recorded after a free covers at least the work
 //   issued before it, so reuse stays safe; kNoFence frees the epoch at once.
 //   per_free devices are the same with a one-block epoch; none devices skip it all.
 // - The lock (allocator_lock.h): one per device, a compare-exchange to take.
@@ -135,6 +136,9 @@ struct CachingAllocator::Impl {
   Epoch open_epoch;
   EpochRing closed;
   std::array<std::size_t, kPools> closed_blocks{};
+  // Fence polling backoff (poll_fences): the current gap, and the allocations left to skip.
+  std::size_t poll_gap = 0;
+  std::size_t polls_to_skip = 0;
   // Segments forgotten with a lost context (drop_device_memory): neither held nor freed.
   std::uint64_t segments_dropped = 0;
 
@@ -295,6 +299,23 @@ struct CachingAllocator::Impl {
     while (!closed.empty() && dev.fence_done(closed.oldest().fence)) finish_oldest();
   }
 
+  // process_events at the start of an allocation, with backoff (constants.h,
+  // fence_poll_max_gap): after a not-done answer the next poll_gap allocations skip it.
+  void poll_fences() noexcept {
+    if (polls_to_skip != 0) {
+      --polls_to_skip;
+      return;
+    }
+    const std::size_t before = closed.size();
+    process_events();
+    if (closed.size() != before) {
+      poll_gap = 0;
+      return;
+    }
+    poll_gap = std::min<std::size_t>(poll_gap == 0 ? 1 : poll_gap * 2, opt.fence_poll_max_gap);
+    polls_to_skip = poll_gap;
+  }
+
   void wait_oldest() noexcept {
     dev.fence_wait(closed.oldest().fence);
     ++stats.num_fence_waits;
@@ -318,8 +339,15 @@ struct CachingAllocator::Impl {
       process_events();  // ... and take it at once if its work is already done
       return true;
     }
-    wait_oldest();  // rather than grow
+    // Polls first (the backoff may have skipped the fence since it completed), then waits
+    // rather than grow.
+    if (dev.fence_done(closed.oldest().fence))
+      finish_oldest();
+    else
+      wait_oldest();
     process_events();
+    poll_gap = 0;
+    polls_to_skip = 0;
     return true;
   }
 
@@ -469,7 +497,7 @@ struct CachingAllocator::Impl {
     }
     const std::size_t rounded = round_size(opt, bytes);
     const Pool p = pool_for(opt, rounded);
-    if (!closed.empty()) process_events();
+    if (!closed.empty()) poll_fences();
     Block* b = find_free(p, rounded);
     // Waiting for a pending free of this pool is cheaper than a new segment.
     while (b == nullptr && reclaim_pending(p)) b = find_free(p, rounded);

@@ -1,7 +1,8 @@
 // constants.h - every tunable number of the caching allocator, with the reason for its
 // default, in one place. The defaults follow PyTorch's CUDACachingAllocator where users
 // expect its behaviour, and the reference design (../shared/reference/allocator.h) where
-// it is stricter. All of them can be set through LUMA_CONF (see config.h).
+// it is stricter. The sizes and switches can be set through LUMA_CONF (see config.h); the
+// epoch and polling bounds at the end are internal tuning, set in code (tests use them).
 #pragma once
 
 #include <cstddef>
@@ -50,6 +51,17 @@ struct AllocatorOptions {
   // allocation already waits for them.
   std::size_t epoch_max_blocks = 64;
   std::size_t epoch_max_bytes = 256 * MiB;
+  // Closed epochs are polled (one device query per stream, a driver call each) at the
+  // start of an allocation. While the oldest fence stays not done, polling backs off:
+  // after a not-done answer the next 1, 2, 4, ... allocations skip the poll, up to this
+  // many; a done answer resets it. An allocation that finds nothing else that fits
+  // always polls, and waits only if the fence is still not done, so the backoff never
+  // makes the allocator grow; it only delays the reuse of a completed free by at most
+  // this many allocations, while a program allocating fast between fences no longer pays
+  // a query for each allocation (measured: most of free_sync:event's cost per pair with
+  // the stand-in driver, docs/shim-overhead.md). 0 polls at every allocation (PyTorch's
+  // process_events).
+  std::size_t fence_poll_max_gap = 32;
 };
 
 }  // namespace luma::core

@@ -77,6 +77,7 @@ class HostDevice final : public Device {
   }
   bool fence_done(Fence f) noexcept override {
     std::lock_guard<std::mutex> lock(mu_);
+    ++poll_calls_;
     auto it = fences_.find(f);
     if (it == fences_.end() || it->second.released) {
       ++contract_violations_;
@@ -140,6 +141,8 @@ class HostDevice final : public Device {
   std::uint64_t fences_recorded() const { std::lock_guard<std::mutex> l(mu_); return next_fence_ - 1; }
   // record_fence() calls, kNoFence answers included.
   std::uint64_t record_calls() const { std::lock_guard<std::mutex> l(mu_); return record_calls_; }
+  // fence_done() calls: how often the allocator polled.
+  std::uint64_t poll_calls() const { std::lock_guard<std::mutex> l(mu_); return poll_calls_; }
   std::uint64_t fences_released() const { std::lock_guard<std::mutex> l(mu_); return fences_released_; }
   std::vector<Fence> fences_waited() const { std::lock_guard<std::mutex> l(mu_); return waited_; }
   // Whether [p, p + n) lies inside one segment this device handed out.
@@ -171,6 +174,7 @@ class HostDevice final : public Device {
   bool idle_ = false;
   FenceMode mode_ = FenceMode::batched;
   std::uint64_t record_calls_ = 0;
+  std::uint64_t poll_calls_ = 0;
   Fence next_fence_ = 1;
   std::map<Fence, FenceState> fences_;
   std::vector<Fence> waited_;

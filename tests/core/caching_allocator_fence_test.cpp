@@ -8,6 +8,7 @@
 
 #include <map>
 #include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -50,7 +51,9 @@ TEST_F(FenceTest, AFreeCallsNoDeviceAndItsBlockIsNotReusedWhileTheEpochIsOpen) {
 }
 
 TEST_F(FenceTest, PendingBlockIsNotReusedBeforeItsFenceIsDone) {
-  CachingAllocator a(dev, 0, epoch_of(1));  // every free closes its epoch at once
+  AllocatorOptions o = epoch_of(1);  // every free closes its epoch at once
+  o.fence_poll_max_gap = 0;          // and every allocation polls (PyTorch's process_events)
+  CachingAllocator a(dev, 0, o);
   void* p = must_alloc(a, 1024);
   void* sep = must_alloc(a, 1024);
   ASSERT_EQ(a.free(p), FreeStatus::ok);
@@ -67,6 +70,66 @@ TEST_F(FenceTest, PendingBlockIsNotReusedBeforeItsFenceIsDone) {
   EXPECT_EQ(dev.fences_released(), 1u);
   LUMA_EXPECT_CLEAN(a);
   (void)sep;
+}
+
+// While the oldest fence is not done, the poll at each allocation backs off (1, 2, 4, ...
+// allocations skipped, at most fence_poll_max_gap): a program allocating between fences
+// does not pay a device query per allocation. Once the fence is done, the block comes
+// back within fence_poll_max_gap + 1 allocations, with no wait and no growth.
+TEST_F(FenceTest, PollingBacksOffWhileTheOldestFenceIsNotDone) {
+  AllocatorOptions o = epoch_of(1);
+  ASSERT_EQ(o.fence_poll_max_gap, 32u);  // the default this test describes
+  CachingAllocator a(dev, 0, o);
+  void* p = must_alloc(a, 1024);
+  void* sep = must_alloc(a, 1024);  // keeps p from merging with the segment's tail
+  ASSERT_EQ(a.free(p), FreeStatus::ok);
+  ASSERT_EQ(dev.fences_recorded(), 1u);
+  const std::uint64_t polls_before = dev.poll_calls();
+  constexpr int kAllocs = 200;  // all from the 2 MiB segment's tail: 1 KiB each
+  std::vector<void*> held;
+  for (int i = 0; i < kAllocs; ++i) {
+    held.push_back(must_alloc(a, 1024));
+    ASSERT_NE(held.back(), p) << "allocation " << i << " reused a block whose fence is not done";
+  }
+  LUMA_ASSERT_CLEAN(a);
+  const std::uint64_t polls = dev.poll_calls() - polls_before;
+  // Polls at allocations 0, 2, 5, 10, 19, 36, then every 33rd: 10 of 200.
+  EXPECT_EQ(polls, 10u);
+  EXPECT_TRUE(dev.fences_waited().empty());
+  EXPECT_EQ(dev.reserve_calls(), 1u);
+
+  dev.complete_fence(1);
+  int until_reused = 0;
+  void* q = nullptr;
+  while (q != p && until_reused <= 40) {
+    q = must_alloc(a, 1024);
+    held.push_back(q);
+    ++until_reused;
+  }
+  EXPECT_EQ(q, p);
+  EXPECT_LE(until_reused, 33);  // fence_poll_max_gap + 1
+  EXPECT_EQ(a.stats().num_fence_waits, 0u);
+  EXPECT_EQ(dev.fences_released(), 1u);
+  LUMA_EXPECT_CLEAN(a);
+  (void)sep;
+}
+
+// An allocation that finds nothing else that fits polls the oldest fence even while the
+// backoff skips polls, and takes its blocks without waiting when it is done already.
+TEST_F(FenceTest, AnAllocationThatFindsNothingPollsBeforeItWaits) {
+  CachingAllocator a(dev, 0, epoch_of(1));
+  void* p = must_alloc(a, 512 * KiB);  // four blocks fill one 2 MiB small segment
+  for (int i = 0; i < 3; ++i) must_alloc(a, 512 * KiB);
+  ASSERT_EQ(a.free(p), FreeStatus::ok);  // fence 1, not done
+  for (int i = 0; i < 4; ++i) must_alloc(a, 4 * MiB);  // large pool: polls back off
+  const std::uint64_t reserves = dev.reserve_calls();
+  dev.complete_fence(1);
+  void* q = must_alloc(a, 512 * KiB);  // nothing free in the small pool but p
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(dev.reserve_calls(), reserves);  // no growth
+  EXPECT_TRUE(dev.fences_waited().empty());  // and no wait: the poll found it done
+  EXPECT_EQ(a.stats().num_fence_waits, 0u);
+  LUMA_EXPECT_CLEAN(a);
 }
 
 TEST_F(FenceTest, FreeOfAPendingBlockIsInvalid) {
