@@ -59,7 +59,7 @@ struct AllocatorOptions {
   // makes the allocator grow; it only delays the reuse of a completed free by at most
   // this many allocations, while a program allocating fast between fences no longer pays
   // a query for each allocation (measured: most of free_sync:event's cost per pair with
-  // the stand-in driver, docs/shim-overhead.md). 0 polls at every allocation (PyTorch's
+  // the stand-in driver, docs/performance.md). 0 polls at every allocation (PyTorch's
   // process_events).
   std::size_t fence_poll_max_gap = 32;
 };

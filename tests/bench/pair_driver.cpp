@@ -1,0 +1,59 @@
+// pair_driver.cpp - bench_allocator's pattern as a plain program, for counting tools that
+// need a fixed amount of work (cachegrind, perf stat), which Google Benchmark's adaptive
+// iteration counts do not give: fills LIVE blocks, runs one warm-up ring of steps, then
+// PAIRS alloc+free pairs. Counts per pair = (count with PAIRS - count with 0) / PAIRS:
+//   valgrind --tool=cachegrind --cache-sim=yes --LL=1048576,16,64
+//       build-rel/tests/bench/pair_driver 10000 100000
+// (docs/performance.md). Built, never run by meson test.
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "bench_workload.h"
+#include "caching_allocator.h"
+#include "device.h"
+
+namespace {
+
+// The same device as bench_allocator's: address ranges never touched, batched fences
+// answered with kNoFence (every stream idle).
+class AddressOnlyDevice final : public luma::core::Device {
+ public:
+  luma::core::FenceMode fence_mode() const noexcept override { return luma::core::FenceMode::batched; }
+  luma::core::Reservation reserve(std::size_t bytes) noexcept override { return {space_.take(bytes), 0}; }
+  bool release(void*, std::size_t) noexcept override { return true; }
+
+ private:
+  luma::bench::AddressSpace space_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: pair_driver LIVE PAIRS\n");
+    return 2;
+  }
+  const std::size_t live = std::strtoull(argv[1], nullptr, 10);
+  const std::size_t pairs = std::strtoull(argv[2], nullptr, 10);
+  if (live == 0) {
+    std::fprintf(stderr, "pair_driver: LIVE must be at least 1\n");
+    return 2;
+  }
+  const luma::bench::Workload w = luma::bench::make_workload(live);
+  AddressOnlyDevice dev;
+  luma::core::CachingAllocator a(dev, 0);
+  std::vector<void*> slots(live);
+  for (std::size_t i = 0; i < live; ++i) slots[i] = a.allocate(w.initial[i]).ptr;
+  auto step = [&](std::size_t k) {
+    void*& slot = slots[w.victim[k]];
+    a.free(slot);
+    slot = a.allocate(w.size[k]).ptr;
+  };
+  for (std::size_t k = 0; k < luma::bench::kSteps; ++k) step(k);  // warm-up: steady state
+  for (std::size_t i = 0; i < pairs; ++i) step(i & (luma::bench::kSteps - 1));
+  std::size_t failed = 0;
+  for (void* p : slots) failed += p == nullptr;
+  std::printf("%zu live, %zu pairs, %zu failed allocations\n", live, pairs, failed);
+  return failed == 0 ? 0 : 1;
+}
