@@ -122,6 +122,7 @@ struct CachingAllocator::Impl {
   const AllocatorOptions opt;
   const FenceMode fence_mode;
   const std::size_t epoch_max_blocks;
+  const std::size_t align_mask = opt.alignment - 1;  // a power of two (sanitize)
   mutable AllocatorLock mu;
   EventSink* sink = nullptr;
   LiveStats stats;
@@ -153,14 +154,17 @@ struct CachingAllocator::Impl {
     return index_[pool_index(p)][oversize(size) ? 1 : 0];
   }
 
-  void index_insert(Block* b) noexcept {
-    index_for(b->pool, b->size).insert(b);
-    ++stats.free_blocks;
+  // The free-block count is the indexes' own (free_block_count), not a statistic kept
+  // on the hot path.
+  void index_insert(Block* b) noexcept { index_for(b->pool, b->size).insert(b); }
+  void index_remove(Block* b) noexcept { index_for(b->pool, b->size).remove(b); }
+  std::uint64_t free_block_count() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& per_pool : index_)
+      for (const FreeIndex& fi : per_pool) n += fi.count();
+    return n;
   }
-  void index_remove(Block* b) noexcept {
-    index_for(b->pool, b->size).remove(b);
-    --stats.free_blocks;
-  }
+  DeviceStats view() const noexcept { return stats.view(device_index, free_block_count()); }
 
   Segment* segment_containing(std::uintptr_t addr) const noexcept {
     auto it = std::upper_bound(segments.begin(), segments.end(), addr,
@@ -495,8 +499,8 @@ struct CachingAllocator::Impl {
       record_oom(bytes);
       return {nullptr, AllocStatus::out_of_memory};
     }
-    const std::size_t rounded = round_size(opt, bytes);
-    const Pool p = pool_for(opt, rounded);
+    const std::size_t rounded = (bytes + align_mask) & ~align_mask;  // bytes <= kMaxRequest: no overflow
+    const Pool p = rounded <= opt.small_size ? Pool::small : Pool::large;
     if (!closed.empty()) poll_fences();
     Block* b = find_free(p, rounded);
     // Waiting for a pending free of this pool is cheaper than a new segment.
@@ -806,7 +810,7 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
   });
 
   // Statistics against the tally, per pool and for all pools.
-  const DeviceStats ds = stats.view(device_index);
+  const DeviceStats ds = view();
   auto expect = [&](const char* name, const PoolCounter& c, std::int64_t small, std::int64_t large) {
     if (c.pool[0].current != small) fail(fmt::format("stats {} (small pool) = {}, counted {}", name, c.pool[0].current, small));
     if (c.pool[1].current != large) fail(fmt::format("stats {} (large pool) = {}, counted {}", name, c.pool[1].current, large));
@@ -822,8 +826,8 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
          t[1].allocated_bytes + t[1].pending_bytes);
   expect("inactive_split", ds.inactive_split, t[0].split_free, t[1].split_free);
   expect("inactive_split_bytes", ds.inactive_split_bytes, t[0].split_free_bytes, t[1].split_free_bytes);
-  if (static_cast<std::int64_t>(stats.free_blocks) != t[0].free + t[1].free)
-    fail(fmt::format("stats free_blocks = {}, counted {}", stats.free_blocks, t[0].free + t[1].free));
+  if (static_cast<std::int64_t>(ds.free_blocks) != t[0].free + t[1].free)
+    fail(fmt::format("stats free_blocks = {}, counted {}", ds.free_blocks, t[0].free + t[1].free));
   for (std::size_t p = 0; p < kPools; ++p)
     if (t[p].reserved != t[p].allocated_bytes + t[p].pending_bytes + t[p].free_bytes)
       fail(fmt::format("{} pool: reserved {} != allocated + pending + free", pool_name(static_cast<Pool>(p)), t[p].reserved));
@@ -908,7 +912,7 @@ bool CachingAllocator::segment_of(const void* ptr, SegmentRange* out) const noex
 
 DeviceStats CachingAllocator::stats() const noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
-  return impl_->stats.view(impl_->device_index);
+  return impl_->view();
 }
 
 std::size_t CachingAllocator::cached_bytes() const noexcept {

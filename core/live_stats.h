@@ -50,7 +50,6 @@ struct LiveStats {
   Metric allocation, allocated_bytes, requested_bytes, active, active_bytes, inactive_split,
       inactive_split_bytes;
   Metric segment, reserved_bytes;
-  std::uint64_t free_blocks = 0;
   std::uint64_t alloc_calls = 0;
   std::uint64_t free_calls = 0;
   std::uint64_t num_device_alloc = 0;
@@ -63,7 +62,8 @@ struct LiveStats {
   std::uint64_t num_empty_cache = 0;
   std::uint64_t invalid_frees = 0;
 
-  DeviceStats view(int device) const noexcept {
+  // free_blocks: the free index's count (the allocator keeps no counter for it).
+  DeviceStats view(int device, std::uint64_t free_blocks) const noexcept {
     DeviceStats d;
     d.device = device;
     d.allocation = allocation.view();
