@@ -14,10 +14,10 @@
 //   the open epoch (no device call). The epoch is closed with one record_fence() when an
 //   allocation finds nothing else that fits, when it reaches epoch_max_blocks / _bytes,
 //   or by empty_cache / the OOM path / release_all. Closed epochs wait in a FIFO, polled
-//   oldest first at each allocate (PyTorch's process_events) and waited on, oldest first,
-//   before the allocator grows (the per-allocation poll backs off while the oldest
-//   fence stays not done: fence_poll_max_gap). A fence recorded after a free covers at least the work
-//   issued before it, so reuse stays safe; kNoFence frees the epoch at once.
+//   oldest first at each allocate (PyTorch's process_events, backing off while the oldest
+//   fence stays not done: fence_poll_max_gap) and waited on, oldest first, before the
+//   allocator grows. A fence recorded after a free covers at least the work issued before
+//   it, so reuse stays safe; kNoFence frees the epoch at once.
 //   per_free devices are the same with a one-block epoch; none devices skip it all.
 // - The lock (allocator_lock.h): one per device, a compare-exchange to take.
 // All index memory is reserved at the start of allocate (reserve_capacity), before any
@@ -345,11 +345,12 @@ struct CachingAllocator::Impl {
     }
     // Polls first (the backoff may have skipped the fence since it completed), then waits
     // rather than grow.
-    if (dev.fence_done(closed.oldest().fence))
-      finish_oldest();
-    else
-      wait_oldest();
+    const std::size_t before = closed.size();
     process_events();
+    if (closed.size() == before) {
+      wait_oldest();
+      process_events();
+    }
     poll_gap = 0;
     polls_to_skip = 0;
     return true;
@@ -499,8 +500,10 @@ struct CachingAllocator::Impl {
       record_oom(bytes);
       return {nullptr, AllocStatus::out_of_memory};
     }
-    const std::size_t rounded = (bytes + align_mask) & ~align_mask;  // bytes <= kMaxRequest: no overflow
-    const Pool p = rounded <= opt.small_size ? Pool::small : Pool::large;
+    // round_size() without its per-call bit_ceil and saturation: opt is sanitized (the
+    // alignment a power of two) and bytes <= kMaxRequest, so the mask cannot overflow.
+    const std::size_t rounded = (bytes + align_mask) & ~align_mask;
+    const Pool p = pool_for(opt, rounded);
     if (!closed.empty()) poll_fences();
     Block* b = find_free(p, rounded);
     // Waiting for a pending free of this pool is cheaper than a new segment.

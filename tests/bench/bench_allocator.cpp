@@ -8,33 +8,13 @@
 #include <cstdlib>
 #include <limits>
 
+#include "address_only_device.h"
 #include "bench_pairs.h"
 #include "caching_allocator.h"
-#include "device.h"
 
 namespace {
 
-using luma::bench::AddressSpace;
-
-// A core::Device whose segments are untouched address ranges (the allocator never
-// dereferences device memory), so 10^6 live blocks need no RAM.
-// Counts its reserves so the benchmark can show how many pairs reached the device.
-// Fences as the shim's default policy gets them: batched into epochs, and kNoFence from
-// record_fence (every stream idle, which the host-only benchmark always is).
-class AddressOnlyDevice final : public luma::core::Device {
- public:
-  luma::core::FenceMode fence_mode() const noexcept override { return luma::core::FenceMode::batched; }
-  luma::core::Reservation reserve(std::size_t bytes) noexcept override {
-    ++reserves_;
-    return {space_.take(bytes), 0};
-  }
-  bool release(void*, std::size_t) noexcept override { return true; }
-  std::uint64_t reserves() const noexcept { return reserves_; }
-
- private:
-  AddressSpace space_;
-  std::uint64_t reserves_ = 0;
-};
+using luma::bench::AddressOnlyDevice;
 
 // Counters: segments at the end, and reserves_per_pair over the timed loop only (the
 // reserves made while filling the live set are subtracted): in a steady state nearly every

@@ -9,25 +9,9 @@
 #include <cstdlib>
 #include <vector>
 
+#include "address_only_device.h"
 #include "bench_workload.h"
 #include "caching_allocator.h"
-#include "device.h"
-
-namespace {
-
-// The same device as bench_allocator's: address ranges never touched, batched fences
-// answered with kNoFence (every stream idle).
-class AddressOnlyDevice final : public luma::core::Device {
- public:
-  luma::core::FenceMode fence_mode() const noexcept override { return luma::core::FenceMode::batched; }
-  luma::core::Reservation reserve(std::size_t bytes) noexcept override { return {space_.take(bytes), 0}; }
-  bool release(void*, std::size_t) noexcept override { return true; }
-
- private:
-  luma::bench::AddressSpace space_;
-};
-
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -41,7 +25,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const luma::bench::Workload w = luma::bench::make_workload(live);
-  AddressOnlyDevice dev;
+  luma::bench::AddressOnlyDevice dev;  // the same device as bench_allocator's
   luma::core::CachingAllocator a(dev, 0);
   std::vector<void*> slots(live);
   for (std::size_t i = 0; i < live; ++i) slots[i] = a.allocate(w.initial[i]).ptr;
