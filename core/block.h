@@ -8,6 +8,7 @@
 // Plain data: the allocator (caching_allocator.cpp) keeps every invariant.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -22,6 +23,7 @@ enum class BlockState : std::uint8_t { free, in_use };
 struct alignas(64) Block {
   std::uintptr_t addr = 0;
   std::size_t size = 0;
+  std::size_t requested = 0;  // bytes asked for, while in use (requested_bytes)
   Block* prev = nullptr;      // address neighbours inside the segment
   Block* next = nullptr;
   Block* list_prev = nullptr;  // free-class list (free blocks only)
@@ -30,6 +32,7 @@ struct alignas(64) Block {
   Pool pool = Pool::small;  // its segment's pool, kept here to spare a cache miss
   std::uint8_t fl = 0;      // free-index class while indexed (FreeIndex::insert)
   std::uint8_t sl = 0;
+  std::uint32_t self = 0;   // this record's number (RecordPool::at)
 
   bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
 };
@@ -39,6 +42,7 @@ struct Segment {
   std::uintptr_t base = 0;
   std::size_t size = 0;
   Pool pool = Pool::small;
+  std::uint32_t self = 0;  // this record's number (RecordPool::at)
   Block* first = nullptr;
 
   bool wholly_free() const noexcept {
@@ -48,18 +52,28 @@ struct Segment {
 
 constexpr std::size_t pool_index(Pool p) noexcept { return static_cast<std::size_t>(p); }
 
-// An allocated block as the pointer map keeps it: everything free() needs, so a free
-// reads one map slot and never the block record.
+// An allocated block as the pointer map keeps it, in 8 bytes: the block record's number
+// and, packed with the pool, its size in alignment units, so that a free needs nothing
+// else to update the statistics and its epoch and never waits for the block record (with
+// a million live blocks that record is a cache miss, and the lock's release after it
+// would wait for it). A size too big for the field (2^31 units and more: 512 GiB at the
+// minimum 256-byte alignment) is marked instead and read from the record.
 struct LiveBlock {
-  Block* block = nullptr;
-  std::size_t size = 0;               // rounded bytes (block->size)
-  std::uint64_t requested_pool = 0;   // bytes asked for | pool << 63
+  static constexpr std::uint32_t kSizeInRecord = ~std::uint32_t{0} >> 1;
 
-  static LiveBlock make(Block* b, std::size_t requested) noexcept {
-    return {b, b->size, requested | (static_cast<std::uint64_t>(b->pool) << 63)};
+  std::uint32_t block = 0;      // RecordPool number of the block record
+  std::uint32_t units_pool = 0;  // size >> unit shift (or kSizeInRecord) << 1 | pool
+
+  static LiveBlock make(const Block& b, unsigned unit_shift) noexcept {
+    const auto field = static_cast<std::uint32_t>(std::min<std::size_t>(b.size >> unit_shift, kSizeInRecord));
+    return {b.self, field << 1 | static_cast<std::uint32_t>(b.pool)};
   }
-  std::size_t requested() const noexcept { return requested_pool & ~(std::uint64_t{1} << 63); }
-  Pool pool() const noexcept { return static_cast<Pool>(requested_pool >> 63); }
+  Pool pool() const noexcept { return static_cast<Pool>(units_pool & 1u); }
+  bool size_in_record() const noexcept { return (units_pool >> 1) == kSizeInRecord; }
+  std::size_t size(unsigned unit_shift) const noexcept {  // !size_in_record()
+    return static_cast<std::size_t>(units_pool >> 1) << unit_shift;
+  }
 };
+static_assert(sizeof(LiveBlock) == 8, "a pointer-map slot is 16 bytes");
 
 }  // namespace luma::core

@@ -58,7 +58,6 @@ namespace {
 // Requests above this are refused as out-of-memory without asking the device: no GPU
 // has 4 EiB, and it keeps every rounding and size-class computation far from overflow.
 constexpr std::size_t kMaxRequest = std::size_t{1} << 62;
-static_assert(kMaxRequest < (std::uint64_t{1} << 63), "LiveBlock keeps the pool in the top bit of requested");
 
 // Completing an epoch loads its records in passes first (complete_epoch) only when there
 // are more block records than fit in a 1 MiB L2 cache (64 bytes each): below that they are
@@ -123,6 +122,7 @@ struct CachingAllocator::Impl {
   const FenceMode fence_mode;
   const std::size_t epoch_max_blocks;
   const std::size_t align_mask = opt.alignment - 1;  // a power of two (sanitize)
+  const unsigned unit_shift = static_cast<unsigned>(std::countr_zero(opt.alignment));
   mutable AllocatorLock mu;
   EventSink* sink = nullptr;
   LiveStats stats;
@@ -191,6 +191,7 @@ struct CachingAllocator::Impl {
     const Pool p = b->pool;
     stats.active.sub(p, 1);
     stats.active_bytes.sub(p, b->size);
+    stats.requested_bytes.sub(p, b->requested);
     emit(EventKind::free_completed, b->addr, b->size, 0);
     b->state = BlockState::free;
     std::int64_t net_blocks = 0;
@@ -478,7 +479,8 @@ struct CachingAllocator::Impl {
       stats.inactive_split_bytes.sub(p, b->size);
     }
     b->state = BlockState::in_use;
-    live.insert(b->addr, LiveBlock::make(b, requested));
+    b->requested = requested;
+    live.insert(b->addr, LiveBlock::make(*b, unit_shift));
     stats.allocation.add(p, 1);
     stats.allocated_bytes.add(p, b->size);
     stats.requested_bytes.add(p, requested);
@@ -524,7 +526,8 @@ struct CachingAllocator::Impl {
   }
 
   // Reads one pointer-map slot and never the block record (until the block's epoch
-  // completes): see epoch.h.
+  // completes): see LiveBlock (block.h) and epoch.h. requested_bytes drops when the free
+  // completes, with active_bytes, as PyTorch's does (its free_block).
   FreeStatus free(const void* ptr) noexcept {
     const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
     LiveBlock lb;
@@ -533,17 +536,18 @@ struct CachingAllocator::Impl {
       ++stats.invalid_frees;
       return FreeStatus::invalid;
     }
+    Block* b = blocks.at(lb.block);
     const Pool p = lb.pool();
+    const std::size_t size = lb.size_in_record() ? b->size : lb.size(unit_shift);
     stats.allocation.sub(p, 1);
-    stats.allocated_bytes.sub(p, lb.size);
-    stats.requested_bytes.sub(p, lb.requested());
+    stats.allocated_bytes.sub(p, size);
     ++stats.free_calls;
-    emit(EventKind::free_requested, addr, lb.size, 0);
+    emit(EventKind::free_requested, addr, size, 0);
     if (fence_mode == FenceMode::none) {
-      complete(lb.block);
+      complete(b);
       return FreeStatus::ok;
     }
-    open_epoch.push(lb.block, p, lb.size);
+    open_epoch.push(b, p, size);
     if (fence_mode == FenceMode::per_free || open_epoch.count >= epoch_max_blocks ||
         open_epoch.bytes >= opt.epoch_max_bytes)
       close_epoch();
@@ -600,11 +604,11 @@ struct CachingAllocator::Impl {
         if (live.take(b->addr, &lb)) {  // allocated (else pending: its free was counted)
           stats.allocation.sub(p, 1);
           stats.allocated_bytes.sub(p, b->size);
-          stats.requested_bytes.sub(p, lb.requested());
           emit(EventKind::free_requested, b->addr, b->size, 0);
         }
         stats.active.sub(p, 1);
         stats.active_bytes.sub(p, b->size);
+        stats.requested_bytes.sub(p, b->requested);
         emit(EventKind::free_completed, b->addr, b->size, 0);
       } else {
         index_remove(b);
@@ -688,17 +692,20 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
             if (listed->second != 1) fail(fmt::format("pending block {:#x} is in {} epochs", b->addr, listed->second));
             tp.pending += 1;
             tp.pending_bytes += bytes;
+            tp.requested_bytes += static_cast<std::int64_t>(b->requested);
           } else if (lb != nullptr) {
             tp.allocated += 1;
             tp.allocated_bytes += bytes;
-            tp.requested_bytes += static_cast<std::int64_t>(lb->requested());
-            if (lb->block != b) fail(fmt::format("pointer map entry {:#x} names another block record", b->addr));
-            if (lb->size != b->size)
-              fail(fmt::format("pointer map entry {:#x}: size {}, the block's {}", b->addr, lb->size, b->size));
+            tp.requested_bytes += static_cast<std::int64_t>(b->requested);
+            if (blocks.at(lb->block) != b)
+              fail(fmt::format("pointer map entry {:#x} names another block record", b->addr));
             if (lb->pool() != b->pool) fail(fmt::format("pointer map entry {:#x}: wrong pool", b->addr));
-            if (lb->requested() > b->size || lb->requested() == 0)
-              fail(fmt::format("block {:#x}: requested {} outside (0, size {}]", b->addr, lb->requested(), b->size));
+            if (lb->size_in_record() ? (b->size >> unit_shift) < LiveBlock::kSizeInRecord
+                                     : lb->size(unit_shift) != b->size)
+              fail(fmt::format("pointer map entry {:#x}: wrong size for the block's {}", b->addr, b->size));
           }
+          if (b->requested > b->size || b->requested == 0)
+            fail(fmt::format("in-use block {:#x}: requested {} outside (0, size {}]", b->addr, b->requested, b->size));
           break;
         case BlockState::free:
           tp.free += 1;
@@ -808,7 +815,8 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
   if (static_cast<std::int64_t>(live.size()) != allocated_total)
     fail(fmt::format("pointer map holds {} entries, {} blocks are allocated", live.size(), allocated_total));
   live.for_each([&](std::uintptr_t key, const LiveBlock& lb) {
-    if (lb.block == nullptr || lb.block->addr != key || lb.block->state != BlockState::in_use)
+    const Block* r = lb.block < blocks.made() ? blocks.at(lb.block) : nullptr;
+    if (r == nullptr || r->addr != key || r->state != BlockState::in_use)
       fail(fmt::format("pointer map entry {:#x} is not an allocated block at that address", key));
   });
 
@@ -884,7 +892,7 @@ bool CachingAllocator::owns(const void* ptr, std::size_t* size) const noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   const LiveBlock* lb = impl_->live.find(reinterpret_cast<std::uintptr_t>(ptr));
   if (lb == nullptr) return false;
-  if (size != nullptr) *size = lb->size;
+  if (size != nullptr) *size = impl_->blocks.at(lb->block)->size;
   return true;
 }
 
@@ -892,7 +900,7 @@ bool CachingAllocator::block_of(const void* addr, SegmentRange* out) const noexc
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   const auto a = reinterpret_cast<std::uintptr_t>(addr);
   if (const LiveBlock* lb = impl_->live.find(a)) {  // the start of a block: O(1)
-    if (out != nullptr) *out = {reinterpret_cast<void*>(a), lb->size};
+    if (out != nullptr) *out = {reinterpret_cast<void*>(a), impl_->blocks.at(lb->block)->size};
     return true;
   }
   const Segment* s = impl_->segment_containing(a);  // O(log segments) ...
@@ -920,7 +928,7 @@ DeviceStats CachingAllocator::stats() const noexcept {
 
 std::size_t CachingAllocator::cached_bytes() const noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
-  return static_cast<std::size_t>(impl_->stats.reserved_bytes.all_current - impl_->stats.allocated_bytes.all_current);
+  return static_cast<std::size_t>(impl_->stats.reserved_bytes.all_current() - impl_->stats.allocated_bytes.all_current());
 }
 
 void CachingAllocator::set_event_sink(EventSink* sink) noexcept {

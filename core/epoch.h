@@ -41,25 +41,29 @@ struct Epoch {
 // can handle a host allocation failure), so push never allocates.
 class EpochRing {
  public:
-  bool full() const noexcept { return count_ == ring_.size(); }
+  // Asked at every allocation: a compare with a kept capacity (a power of two, so that
+  // positions wrap with a mask, not a division).
+  bool full() const noexcept { return count_ == capacity_; }
   void grow() {  // may throw std::bad_alloc; nothing changes then
-    std::vector<Epoch> bigger(std::max<std::size_t>(16, ring_.size() * 2));
-    for (std::size_t i = 0; i < count_; ++i) bigger[i] = ring_[(head_ + i) % ring_.size()];
+    std::vector<Epoch> bigger(std::max<std::size_t>(16, capacity_ * 2));
+    for (std::size_t i = 0; i < count_; ++i) bigger[i] = ring_[(head_ + i) & (capacity_ - 1)];
     ring_.swap(bigger);
+    capacity_ = ring_.size();
     head_ = 0;
   }
-  void push(const Epoch& e) noexcept { ring_[(head_ + count_++) % ring_.size()] = e; }  // !full()
+  void push(const Epoch& e) noexcept { ring_[(head_ + count_++) & (capacity_ - 1)] = e; }  // !full()
   Epoch& oldest() noexcept { return ring_[head_]; }
   void pop() noexcept {
-    head_ = (head_ + 1) % ring_.size();
+    head_ = (head_ + 1) & (capacity_ - 1);
     --count_;
   }
   std::size_t size() const noexcept { return count_; }
   bool empty() const noexcept { return count_ == 0; }
-  const Epoch& at(std::size_t i) const noexcept { return ring_[(head_ + i) % ring_.size()]; }
+  const Epoch& at(std::size_t i) const noexcept { return ring_[(head_ + i) & (capacity_ - 1)]; }
 
  private:
   std::vector<Epoch> ring_;
+  std::size_t capacity_ = 0;  // ring_.size(): 0 or a power of two
   std::size_t head_ = 0;
   std::size_t count_ = 0;
 };

@@ -11,6 +11,10 @@
 // is the whole own class scanned, so a fitting block is never ignored in favour of a new
 // segment; that rare scan precedes a device call, which costs far more.
 // Lists are LIFO and doubly linked (removal from the middle is O(1) when blocks merge).
+// Insert, remove and class_of have no data-dependent branch: whether a list was or
+// becomes empty, or a size is below the first level, is as random as the program's sizes,
+// and each mispredicted branch cost more than the selects that replace it (an empty
+// list's missing neighbour is stood in for by `spare_`, a record nothing reads).
 #pragma once
 
 #include <array>
@@ -35,11 +39,12 @@ class FreeIndex {
 
   void set_unit_shift(unsigned shift) noexcept { unit_shift_ = shift; }
 
+  // Below kSl units: first level 0, linear; above: the power of two and 64 steps of it.
   Class class_of(std::size_t size) const noexcept {
     const std::uint64_t u = static_cast<std::uint64_t>(size) >> unit_shift_;
-    if (u < kSl) return {0, static_cast<unsigned>(u)};
-    const unsigned m = static_cast<unsigned>(std::bit_width(u)) - 1;  // >= kSlBits
-    return {m - kSlBits + 1, static_cast<unsigned>((u >> (m - kSlBits)) - kSl)};
+    const unsigned m = static_cast<unsigned>(std::bit_width(u | kSl)) - 1;  // >= kSlBits
+    const unsigned low = u < kSl ? 1u : 0u;  // a flag, not a branch
+    return {m - kSlBits + 1 - low, static_cast<unsigned>((u >> (m - kSlBits)) - (low != 0 ? 0 : kSl))};
   }
 
   void insert(Block* b) noexcept {
@@ -47,9 +52,10 @@ class FreeIndex {
     b->fl = static_cast<std::uint8_t>(c.fl);
     b->sl = static_cast<std::uint8_t>(c.sl);
     Block*& head = heads_[c.fl][c.sl];
+    Block* const old = head;
     b->list_prev = nullptr;
-    b->list_next = head;
-    if (head != nullptr) head->list_prev = b;
+    b->list_next = old;
+    (old != nullptr ? old : &spare_)->list_prev = b;
     head = b;
     sl_map_[c.fl] |= std::uint64_t{1} << c.sl;
     fl_map_ |= std::uint64_t{1} << c.fl;
@@ -57,16 +63,16 @@ class FreeIndex {
   }
 
   void remove(Block* b) noexcept {
-    if (b->list_prev != nullptr) {
-      b->list_prev->list_next = b->list_next;
-    } else {
-      heads_[b->fl][b->sl] = b->list_next;
-      if (b->list_next == nullptr) {
-        sl_map_[b->fl] &= ~(std::uint64_t{1} << b->sl);
-        if (sl_map_[b->fl] == 0) fl_map_ &= ~(std::uint64_t{1} << b->fl);
-      }
-    }
-    if (b->list_next != nullptr) b->list_next->list_prev = b->list_prev;
+    Block* const prev = b->list_prev;
+    Block* const next = b->list_next;
+    Block*& head = heads_[b->fl][b->sl];
+    (prev != nullptr ? prev->list_next : head) = next;
+    (next != nullptr ? next : &spare_)->list_prev = prev;
+    // The class's bit goes when its list is now empty, the first level's with its last class.
+    const std::uint64_t emptied = head == nullptr ? 1 : 0;
+    std::uint64_t& sl_map = sl_map_[b->fl];
+    sl_map &= ~(emptied << b->sl);
+    fl_map_ &= ~(std::uint64_t{sl_map == 0 ? 1u : 0u} << b->fl);
     b->list_prev = b->list_next = nullptr;
     --count_;
   }
@@ -113,6 +119,7 @@ class FreeIndex {
   std::array<std::uint64_t, kFl> sl_map_{};
   std::array<std::array<Block*, kSl>, kFl> heads_{};
   std::size_t count_ = 0;
+  Block spare_;  // written in place of a missing list neighbour, never read
 };
 
 }  // namespace luma::core

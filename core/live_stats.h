@@ -10,37 +10,49 @@
 
 namespace luma::core {
 
-// The statistics as the hot path keeps them: per pool a full Counter, for all pools only
-// current and peak (its totals are the sums of the pools', made in view()). Half the
-// stores of PoolCounter, and always inlined.
+// One metric as the hot path keeps it: per pool only what cannot be derived (current,
+// peak, the running total added), and the all-pools peak. The rest is made in view():
+// freed = added - current (every change goes through add or sub), and the all-pools
+// current and totals are the pools' sums. A sub is then one store, an add four; the
+// statistics were about a quarter of an alloc+free pair's instructions when every
+// PyTorch field was stored at every change (docs/performance.md).
 struct Metric {
-  std::array<Counter, kPools> pool{};
-  std::int64_t all_current = 0;
+  struct Gauge {
+    std::int64_t current = 0;
+    std::int64_t peak = 0;
+    std::uint64_t added = 0;
+  };
+  std::array<Gauge, kPools> pool{};
   std::int64_t all_peak = 0;
 
   [[gnu::always_inline]] void add(Pool p, std::uint64_t n) noexcept {
-    Counter& c = pool[pool_index(p)];
-    c.current += static_cast<std::int64_t>(n);
-    c.allocated += n;
-    if (c.current > c.peak) c.peak = c.current;
-    all_current += static_cast<std::int64_t>(n);
-    if (all_current > all_peak) all_peak = all_current;
+    Gauge& g = pool[pool_index(p)];
+    g.current += static_cast<std::int64_t>(n);
+    g.added += n;
+    // Branches, not selects: a peak rarely moves once a program is in its steady state.
+    if (g.current > g.peak) g.peak = g.current;
+    const std::int64_t all = all_current();
+    if (all > all_peak) all_peak = all;
   }
   [[gnu::always_inline]] void sub(Pool p, std::uint64_t n) noexcept {
-    Counter& c = pool[pool_index(p)];
-    c.current -= static_cast<std::int64_t>(n);
-    c.freed += n;
-    all_current -= static_cast<std::int64_t>(n);
+    pool[pool_index(p)].current -= static_cast<std::int64_t>(n);
   }
+  std::int64_t all_current() const noexcept { return pool[0].current + pool[1].current; }
+
   PoolCounter view() const noexcept {
     PoolCounter v;
-    v.pool = pool;
-    v.all.current = all_current;
-    v.all.peak = all_peak;
-    for (const Counter& c : pool) {
+    for (std::size_t i = 0; i < kPools; ++i) {
+      const Gauge& g = pool[i];
+      Counter& c = v.pool[i];
+      c.current = g.current;
+      c.peak = g.peak;
+      c.allocated = g.added;
+      c.freed = g.added - static_cast<std::uint64_t>(g.current);
       v.all.allocated += c.allocated;
       v.all.freed += c.freed;
     }
+    v.all.current = all_current();
+    v.all.peak = all_peak;
     return v;
   }
 };

@@ -3,9 +3,16 @@
 // ensure(n) is the only call that allocates host memory (and may throw std::bad_alloc,
 // before the caller changed anything); get() and put() never allocate: the free list's
 // capacity always covers every record ever made. Chunks live as long as the pool.
+//
+// Every record has a 32-bit number, kept in its `self` field, and at() finds a record by
+// its number with a shift and a mask: chunks are all kChunkRecords long (2 MiB of 64-byte
+// records: one large page). A number is half the size of a pointer, which lets the
+// allocator's pointer map keep a block and its size in 8 bytes. Numbers are given out in
+// order as records are first taken, so a chunk's pages are touched only as it fills.
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cstddef>
 #include <new>
 #include <type_traits>
@@ -25,39 +32,56 @@ class RecordPool {
   RecordPool(const RecordPool&) = delete;
   RecordPool& operator=(const RecordPool&) = delete;
   ~RecordPool() {
-    for (const Chunk& c : chunks_) free_index_memory(c.memory, c.bytes);
+    for (T* c : chunks_) free_index_memory(c, kChunkRecords * sizeof(T));
   }
 
-  // Makes sure at least n records can be taken without allocating. Chunks double, so
-  // the number of chunks stays logarithmic and large ones get large pages.
+  static constexpr unsigned kChunkShift = 15;
+  static constexpr std::size_t kChunkRecords = std::size_t{1} << kChunkShift;
+  // Numbers are 32 bits: 4 billion records (256 GiB of blocks' records) at most.
+  static constexpr std::size_t kMaxRecords = std::size_t{1} << 32;
+
+  // Makes sure at least n records can be taken without allocating.
   void ensure(std::size_t n) {
-    if (free_.size() >= n) return;
-    const std::size_t count = std::max<std::size_t>({64, total_, n});
-    chunks_.reserve(chunks_.size() + 1);
-    free_.reserve(total_ + count);
-    const std::size_t bytes = count * sizeof(T);
-    auto* records = static_cast<T*>(allocate_index_memory(bytes));
-    chunks_.push_back({records, bytes});
-    for (std::size_t i = count; i-- > 0;) free_.push_back(records + i);
-    total_ += count;
+    while (spare() < n) add_chunk();
   }
   T* get() noexcept {  // the caller ensured one
-    T* r = free_.back();
-    free_.pop_back();
-    return ::new (static_cast<void*>(r)) T{};
+    std::uint32_t self = 0;
+    if (!free_.empty()) {
+      self = free_.back();
+      free_.pop_back();
+    } else {
+      self = static_cast<std::uint32_t>(made_++);
+    }
+    --spare_;
+    T* r = ::new (static_cast<void*>(at(self))) T{};
+    r->self = self;
+    return r;
   }
-  void put(T* r) noexcept { free_.push_back(r); }
-  std::size_t in_use() const noexcept { return total_ - free_.size(); }
-  std::size_t spare() const noexcept { return free_.size(); }
+  void put(T* r) noexcept {  // capacity: ensure reserved it
+    free_.push_back(r->self);
+    ++spare_;
+  }
+  // The record numbered i, for any i < made().
+  T* at(std::uint32_t i) const noexcept { return chunks_[i >> kChunkShift] + (i & (kChunkRecords - 1)); }
+  std::size_t made() const noexcept { return made_; }
+  std::size_t in_use() const noexcept { return made_ - free_.size(); }
+  // Records that can be taken without allocating: asked at every allocation, so kept.
+  std::size_t spare() const noexcept { return spare_; }
 
  private:
-  struct Chunk {
-    T* memory;
-    std::size_t bytes;
-  };
-  std::vector<Chunk> chunks_;
-  std::vector<T*> free_;
-  std::size_t total_ = 0;
+  void add_chunk() {
+    const std::size_t total = (chunks_.size() + 1) * kChunkRecords;
+    if (total > kMaxRecords) throw std::bad_alloc();
+    chunks_.reserve(chunks_.size() + 1);
+    free_.reserve(total);  // so that put() never allocates
+    chunks_.push_back(static_cast<T*>(allocate_index_memory(kChunkRecords * sizeof(T))));
+    spare_ += kChunkRecords;
+  }
+
+  std::vector<T*> chunks_;
+  std::vector<std::uint32_t> free_;  // numbers of records put back, taken again first (LIFO)
+  std::size_t made_ = 0;             // numbers [0, made_) have been given out
+  std::size_t spare_ = 0;            // free_.size() + the records never given out
 };
 
 }  // namespace luma::core

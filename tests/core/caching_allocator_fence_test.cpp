@@ -72,6 +72,29 @@ TEST_F(FenceTest, PendingBlockIsNotReusedBeforeItsFenceIsDone) {
   (void)sep;
 }
 
+// PyTorch's accounting: allocated_bytes drops at the free, requested_bytes (like
+// active_bytes) when the free completes.
+TEST_F(FenceTest, RequestedBytesDropWhenTheFreeCompletes) {
+  CachingAllocator a(dev, 0, epoch_of(1));
+  void* p = must_alloc(a, 1000);
+  void* keep = must_alloc(a, 300);
+  ASSERT_EQ(a.free(p), FreeStatus::ok);
+  DeviceStats s = a.stats();
+  EXPECT_EQ(s.allocated_bytes.all.current, 512);
+  EXPECT_EQ(s.active_bytes.all.current, 1024 + 512);
+  EXPECT_EQ(s.requested_bytes.all.current, 1000 + 300);  // pending: still counted
+  LUMA_ASSERT_CLEAN(a);
+  dev.complete_fence(1);
+  a.empty_cache();  // completes every done fence
+  s = a.stats();
+  EXPECT_EQ(s.active_bytes.all.current, 512);
+  EXPECT_EQ(s.requested_bytes.all.current, 300);
+  EXPECT_EQ(s.requested_bytes.all.freed, 1000u);
+  EXPECT_EQ(s.requested_bytes.all.peak, 1300);
+  LUMA_EXPECT_CLEAN(a);
+  (void)keep;
+}
+
 // While the oldest fence is not done, the poll at each allocation backs off (1, 2, 4, ...
 // allocations skipped, at most fence_poll_max_gap): a program allocating between fences
 // does not pay a device query per allocation. Once the fence is done, the block comes

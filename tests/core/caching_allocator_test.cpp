@@ -294,6 +294,47 @@ TEST(CachingAllocator, ForeignPointerIsNotOwned) {
   LUMA_EXPECT_CLEAN(a);
 }
 
+// A test double that hands out address ranges it never touches (the allocator never
+// dereferences device memory), so a block bigger than any host could back can exist.
+class AddressRangeDevice final : public Device {
+ public:
+  Reservation reserve(std::size_t bytes) noexcept override {
+    const std::uintptr_t base = next_;
+    next_ += bytes;
+    return {reinterpret_cast<void*>(base), 0};
+  }
+  bool release(void*, std::size_t) noexcept override { return true; }
+
+ private:
+  std::uintptr_t next_ = std::uintptr_t{1} << 44;
+};
+
+// The pointer map keeps a block's size in 31 bits of alignment units; a bigger block's
+// size is read from its record instead, and must account exactly the same way.
+TEST(CachingAllocator, ABlockTooBigForThePointerMapsSizeFieldIsAccountedExactly) {
+  AddressRangeDevice dev;
+  CachingAllocator a(dev, 0);
+  const std::size_t huge = std::size_t{600} * GiB;  // 600 GiB / 256 B > 2^31 units
+  void* big = must_alloc(a, huge);
+  void* small = must_alloc(a, 1000);
+  std::size_t size = 0;
+  ASSERT_TRUE(a.owns(big, &size));
+  EXPECT_EQ(size, huge);
+  SegmentRange r;
+  ASSERT_TRUE(a.block_of(big, &r));
+  EXPECT_EQ(r.size, huge);
+  LUMA_ASSERT_CLEAN(a);
+  ASSERT_EQ(a.free(big), FreeStatus::ok);
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(s.allocated_bytes.all.current, 1024);
+  EXPECT_EQ(s.allocated_bytes.all.freed, huge);
+  EXPECT_EQ(s.requested_bytes.all.current, 1000);
+  LUMA_ASSERT_CLEAN(a);
+  EXPECT_EQ(must_alloc(a, huge), big);  // reused, not reserved again
+  LUMA_EXPECT_CLEAN(a);
+  (void)small;
+}
+
 TEST(CachingAllocator, BlockOfFindsTheLiveBlockAroundAnInteriorAddress) {
   HostDevice dev;
   CachingAllocator a(dev, 0);
