@@ -251,7 +251,18 @@ struct CachingAllocator::Impl {
         }
       }
     }
-    for (std::uint32_t i = 0; i < e.count; ++i) complete(e.blocks[i]);
+    // And at any size, while one block completes, the address neighbours of the block two
+    // places on start loading (its record was prefetched at its free): at 10^4 live blocks
+    // the records are beyond the L1 cache, and this overlapped enough of those misses to
+    // save 5 ns per alloc+free pair (docs/performance.md).
+    for (std::uint32_t i = 0; i < e.count; ++i) {
+      if (i + 2 < e.count) {
+        const Block* ahead = e.blocks[i + 2];
+        if (ahead->prev != nullptr) __builtin_prefetch(ahead->prev, 1);
+        if (ahead->next != nullptr) __builtin_prefetch(ahead->next, 1);
+      }
+      complete(e.blocks[i]);
+    }
   }
 
   // Closes the open epoch with one fence recorded now, after every free in it. kNoFence:
@@ -537,6 +548,10 @@ struct CachingAllocator::Impl {
       return FreeStatus::invalid;
     }
     Block* b = blocks.at(lb.block);
+    // Its completion, up to an epoch of frees later, will read and merge the record: start
+    // loading it now (a prefetch, so nothing here waits for it). Measured 4 ns per pair
+    // at 10^4 live blocks.
+    __builtin_prefetch(b, 1);
     const Pool p = lb.pool();
     const std::size_t size = lb.size_in_record() ? b->size : lb.size(unit_shift);
     stats.allocation.sub(p, 1);
