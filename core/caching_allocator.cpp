@@ -128,7 +128,7 @@ struct CachingAllocator::Impl {
   LiveStats stats;
 
   RecordPool<Block> blocks;
-  RecordPool<Segment> segment_records;
+  RecordPool<Segment, 10> segment_records;  // 1024 per chunk: a program has few segments
   std::vector<Segment*> segments;  // sorted by base
   PointerMap<LiveBlock> live;
   std::array<std::array<FreeIndex, 2>, kPools> index_;  // [pool][oversize]

@@ -5,8 +5,9 @@
 // capacity always covers every record ever made. Chunks live as long as the pool.
 //
 // Every record has a 32-bit number, kept in its `self` field, and at() finds a record by
-// its number with a shift and a mask: chunks are all kChunkRecords long (2 MiB of 64-byte
-// records: one large page). A number is half the size of a pointer, which lets the
+// its number with a shift and a mask: chunks are all 2^ChunkShift records long (by default
+// 32768: 2 MiB of 64-byte block records, one large page; segments, far fewer, use smaller
+// chunks). A number is half the size of a pointer, which lets the
 // allocator's pointer map keep a block and its size in 8 bytes. Numbers are given out in
 // order as records are first taken, so a chunk's pages are touched only as it fills.
 #pragma once
@@ -22,7 +23,7 @@
 
 namespace luma::core {
 
-template <typename T>
+template <typename T, unsigned ChunkShift = 15>
 class RecordPool {
   static_assert(std::is_trivially_destructible_v<T>, "records are reused without destruction");
   static_assert(alignof(T) <= kIndexMemoryAlignment, "chunks are aligned to a cache line");
@@ -35,7 +36,7 @@ class RecordPool {
     for (T* c : chunks_) free_index_memory(c, kChunkRecords * sizeof(T));
   }
 
-  static constexpr unsigned kChunkShift = 15;
+  static constexpr unsigned kChunkShift = ChunkShift;
   static constexpr std::size_t kChunkRecords = std::size_t{1} << kChunkShift;
   // Numbers are 32 bits: 4 billion records (256 GiB of blocks' records) at most.
   static constexpr std::size_t kMaxRecords = std::size_t{1} << 32;
