@@ -463,7 +463,7 @@ struct CachingAllocator::Impl {
   }
 
   // Takes the free block b for a request: split off the rest when allowed, account.
-  void* take(Block* b, std::size_t rounded, std::size_t requested) noexcept {
+  [[gnu::always_inline]] void* take(Block* b, std::size_t rounded, std::size_t requested) noexcept {
     index_remove(b);
     const Pool p = b->pool;
     const bool was_split = b->is_split();

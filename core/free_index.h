@@ -43,8 +43,9 @@ class FreeIndex {
   Class class_of(std::size_t size) const noexcept {
     const std::uint64_t u = static_cast<std::uint64_t>(size) >> unit_shift_;
     const unsigned m = static_cast<unsigned>(std::bit_width(u | kSl)) - 1;  // >= kSlBits
-    const unsigned low = u < kSl ? 1u : 0u;  // a flag, not a branch
-    return {m - kSlBits + 1 - low, static_cast<unsigned>((u >> (m - kSlBits)) - (low != 0 ? 0 : kSl))};
+    // 1 when u < kSl, by arithmetic (u < 2^62): a comparison here became a branch.
+    const auto low = static_cast<unsigned>((u - kSl) >> 63);
+    return {m - kSlBits + 1 - low, static_cast<unsigned>((u >> (m - kSlBits)) - (std::uint64_t{1 - low} << kSlBits))};
   }
 
   void insert(Block* b) noexcept {
@@ -66,7 +67,8 @@ class FreeIndex {
     Block* const prev = b->list_prev;
     Block* const next = b->list_next;
     Block*& head = heads_[b->fl][b->sl];
-    (prev != nullptr ? prev->list_next : head) = next;
+    Block** const link = prev != nullptr ? &prev->list_next : &head;  // a select, not a branch
+    *link = next;
     (next != nullptr ? next : &spare_)->list_prev = prev;
     // The class's bit goes when its list is now empty, the first level's with its last class.
     const std::uint64_t emptied = head == nullptr ? 1 : 0;

@@ -3,11 +3,14 @@
 // PyTorch-style statistics. check() is asserted clean after every operation.
 #include "caching_allocator.h"
 
+#include <bit>
 #include <cstdint>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "allocator_test_util.h"
+#include "free_index.h"
 #include "host_device.h"
 
 namespace luma::core {
@@ -292,6 +295,32 @@ TEST(CachingAllocator, ForeignPointerIsNotOwned) {
   EXPECT_FALSE(a.segment_of(&local, nullptr));
   EXPECT_TRUE(a.owns(p));
   LUMA_EXPECT_CLEAN(a);
+}
+
+// The free index's size classes, computed without branches, against their definition:
+// below 64 units one class per unit; above, the power of two and 64 steps of it.
+TEST(FreeIndex, SizeClassesFollowTheirDefinition) {
+  FreeIndex fi;
+  fi.set_unit_shift(8);
+  auto expected = [](std::uint64_t u) {
+    if (u < FreeIndex::kSl) return FreeIndex::Class{0, static_cast<unsigned>(u)};
+    const unsigned m = static_cast<unsigned>(std::bit_width(u)) - 1;
+    return FreeIndex::Class{m - FreeIndex::kSlBits + 1,
+                            static_cast<unsigned>((u >> (m - FreeIndex::kSlBits)) - FreeIndex::kSl)};
+  };
+  std::vector<std::uint64_t> units;
+  for (std::uint64_t u = 0; u < (1u << 16); ++u) units.push_back(u);
+  for (unsigned k = 16; k < 54; ++k)
+    for (std::uint64_t d : {0ull, 1ull, 63ull, 64ull, 12345ull}) {
+      units.push_back((std::uint64_t{1} << k) + d);
+      units.push_back((std::uint64_t{1} << k) - 1 - d);
+    }
+  for (std::uint64_t u : units) {
+    const FreeIndex::Class got = fi.class_of(static_cast<std::size_t>(u << 8));
+    const FreeIndex::Class want = expected(u);
+    ASSERT_EQ(got.fl, want.fl) << "units " << u;
+    ASSERT_EQ(got.sl, want.sl) << "units " << u;
+  }
 }
 
 // A test double that hands out address ranges it never touches (the allocator never
