@@ -74,6 +74,6 @@ struct LiveBlock {
     return static_cast<std::size_t>(units_pool >> 1) << unit_shift;
   }
 };
-static_assert(sizeof(LiveBlock) == 8, "a pointer-map slot is 16 bytes");
+static_assert(sizeof(LiveBlock) == 8, "a pointer-map bucket holds 4 keys and 4 of these in 64 bytes");
 
 }  // namespace luma::core

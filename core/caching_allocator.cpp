@@ -8,8 +8,8 @@
 //   "oversize" class (blocks >= max_split_size live apart, so a normal request never sees
 //   them and PyTorch's oversize rule costs nothing). Good fit within 1/64, exact reuse of a
 //   block freed at the same size.
-// - Pointer map (pointer_map.h): open addressing keyed by block address, exactly the
-//   allocated blocks.
+// - Pointer map (pointer_map.h): cache-line buckets keyed by block address, exactly the
+//   allocated blocks, each as its record's number and its size (LiveBlock, block.h).
 // - Pending frees (epoch.h): with a batched-fence device a free only appends the block to
 //   the open epoch (no device call). The epoch is closed with one record_fence() when an
 //   allocation finds nothing else that fits, when it reaches epoch_max_blocks / _bytes,
@@ -25,10 +25,10 @@
 //
 // With a million live blocks the records and the map are far larger than any cache, and
 // each dependent miss costs 150-300 ns on the development VM; the hot path therefore
-// starts the loads it will need before it needs them: free() prefetches the address
-// neighbours its block will merge with when its epoch completes, and completing an epoch
-// first prefetches every block's neighbours and their list links, so those misses overlap
-// instead of following one another.
+// starts the loads it will need before it needs them: free() prefetches the block record
+// its epoch's completion will read, and completing an epoch prefetches the neighbours of
+// the block two places on (and, for big allocators, first every block's neighbours and
+// their list links), so those misses overlap instead of following one another.
 //
 // Must never: throw out of a public method, call the device or the event sink without the
 // lock, release memory to the device outside empty_cache / the OOM path / release_all.
@@ -536,7 +536,7 @@ struct CachingAllocator::Impl {
     return {take(b, rounded, bytes), AllocStatus::ok};
   }
 
-  // Reads one pointer-map slot and never the block record (until the block's epoch
+  // Reads one pointer-map bucket and never the block record (until the block's epoch
   // completes): see LiveBlock (block.h) and epoch.h. requested_bytes drops when the free
   // completes, with active_bytes, as PyTorch's does (its free_block).
   FreeStatus free(const void* ptr) noexcept {
