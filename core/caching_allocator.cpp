@@ -413,7 +413,7 @@ struct CachingAllocator::Impl {
   // or device); with *error != 0: the device's own error, which no retry can mend.
   Block* grow(Pool p, std::size_t rounded, int* error) noexcept {
     *error = 0;
-    const std::size_t size = segment_size_for(opt, rounded);
+    const std::size_t preferred = segment_size_for(opt, rounded);
     try {  // before the device call, so a host allocation failure changes nothing
       segment_records.ensure(1);
       if (segments.size() == segments.capacity())  // doubling: reserve(n + 1) would copy each time
@@ -421,12 +421,27 @@ struct CachingAllocator::Impl {
     } catch (...) {
       return nullptr;
     }
-    Reservation r = reserve_aligned(size);
+    // The segment the pool rules ask for, else one of just the request's size: a 1 MiB+
+    // request wants a 20 MiB segment, which a nearly full device may refuse where the
+    // driver alone would still have served the request itself (min_segment still holds).
+    // Only then is the cache released (it would have to be rebuilt), and both tried again.
+    const std::size_t exact = std::max(rounded, opt.min_segment);
+    std::size_t size = preferred;
+    auto reserve = [&]() {
+      size = preferred;
+      Reservation got = reserve_aligned(size);
+      if (got.base == nullptr && got.error == 0 && exact < preferred) {
+        size = exact;
+        got = reserve_aligned(size);
+      }
+      return got;
+    };
+    Reservation r = reserve();
     if (r.base == nullptr && r.error == 0 && opt.release_on_oom) {
       drain_pending();
       release_free_segments();
       ++stats.num_alloc_retries;
-      r = reserve_aligned(size);
+      r = reserve();
     }
     if (r.base == nullptr) {
       *error = r.error;

@@ -164,6 +164,14 @@ std::vector<std::string> validate(const AllocatorOptions& o) {
     errors.push_back(fmt::format("large_segment {} must be >= min_large_alloc {} (requests "
                                  "below min_large_alloc must fit in one)",
                                  o.large_segment, o.min_large_alloc));
+  // PyTorch refuses max_split_size_mb <= 20 (its large segment) for the same reason: a
+  // block taken from a large segment would then be too big to split, every block would
+  // be "oversize", and freed blocks would land where no ordinary request looks, so the
+  // cache would stop reusing memory and grow until out of memory.
+  if (o.max_split_size <= o.large_segment)
+    errors.push_back(fmt::format("max_split_size {} must be > large_segment {} (smaller, no "
+                                 "block of a large segment could be split or reused)",
+                                 o.max_split_size, o.large_segment));
   return errors;
 }
 

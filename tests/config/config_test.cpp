@@ -128,6 +128,24 @@ TEST(Validate, EachRelation) {
   o = {};
   o.alignment = 128;
   EXPECT_TRUE(mentions(validate(o), "alignment"));
+  o = {};
+  o.max_split_size = o.large_segment;
+  EXPECT_TRUE(mentions(validate(o), "max_split_size"));
+  o.max_split_size = o.large_segment + o.alignment;
+  EXPECT_TRUE(validate(o).empty());
+}
+
+// PyTorch's rule (max_split_size_mb must be > 20): a smaller limit would make every block
+// of a large segment unsplittable and unreusable, so it is named and the defaults are kept.
+TEST(ParseSettings, MaxSplitSizeNotAboveTheLargeSegmentIsRefused) {
+  for (const char* text : {"max_split_size_mb:1", "max_split_size:0", "max_split_size_mb:20"}) {
+    auto r = parse_settings(text);
+    EXPECT_TRUE(mentions(r.errors, "max_split_size")) << text;
+    EXPECT_EQ(r.settings.allocator.max_split_size, AllocatorOptions{}.max_split_size) << text;
+  }
+  auto ok = parse_settings("max_split_size_mb:21");
+  EXPECT_TRUE(ok.errors.empty());
+  EXPECT_EQ(ok.settings.allocator.max_split_size, std::size_t{21} << 20);
 }
 
 TEST(FormatSettings, RoundTrips) {

@@ -1,6 +1,7 @@
 // caching_allocator_oom_test.cpp - the out-of-memory path: when the device refuses a
-// segment, the cache is released (pending frees waited for first) and the reservation
-// retried once; a second refusal is a clean out_of_memory that changes nothing else, and
+// segment, one of just the request's size is tried; if that is refused too, the cache is
+// released (pending frees waited for first) and both are tried once more; a refusal then
+// is a clean out_of_memory that changes nothing else, and
 // the allocator works again once memory comes back. A device error other than
 // out-of-memory (a lost device, a sticky error) is no reason to release the cache: it is
 // handed to the caller unchanged, counted apart, and nothing else changes.
@@ -76,15 +77,49 @@ TEST(OutOfMemory, WithoutReleaseOnOomTheCacheStays) {
 TEST(OutOfMemory, ATransientRefusalIsRetried) {
   HostDevice dev;
   CachingAllocator a(dev, 0);
-  dev.fail_next_reserves(1);
+  dev.fail_next_reserves(2);  // the pool's 2 MiB segment, then the request-sized one
   void* p = must_alloc(a, 4096);
   EXPECT_NE(p, nullptr);
   EXPECT_EQ(a.stats().num_alloc_retries, 1u);
   EXPECT_EQ(a.stats().num_ooms, 0u);
-  dev.fail_next_reserves(2);
+  dev.fail_next_reserves(4);  // both sizes, before and after the release
   EXPECT_EQ(a.allocate(4 * MiB).status, AllocStatus::out_of_memory);
   EXPECT_EQ(a.stats().num_ooms, 1u);
   LUMA_EXPECT_CLEAN(a);
+}
+
+// A request the device could still serve by itself is not refused because the pool's
+// segment would not fit: a segment of just the request's size is tried first, and the
+// cache is kept (releasing it is the last resort).
+TEST(OutOfMemory, ARequestSizedSegmentIsTriedBeforeTheCacheIsReleased) {
+  HostDevice dev(8 * MiB);
+  CachingAllocator a(dev, 0);
+  ASSERT_EQ(a.free(must_alloc(a, 1024)), FreeStatus::ok);  // 2 MiB cached in the small pool
+  void* p = must_alloc(a, 5 * MiB);  // the large pool's segment is 20 MiB: 6 MiB are left
+  EXPECT_NE(p, nullptr);
+  LUMA_ASSERT_CLEAN(a);
+  const DeviceStats s = a.stats();
+  EXPECT_EQ(s.num_alloc_retries, 0u);
+  EXPECT_EQ(s.num_ooms, 0u);
+  EXPECT_EQ(s.num_device_free, 0u);
+  EXPECT_EQ(s.segment.all.current, 2);
+  EXPECT_EQ(s.reserved_bytes.pool[static_cast<std::size_t>(Pool::large)].current, 5 * MiB);
+  SegmentRange seg{};
+  ASSERT_TRUE(a.segment_of(p, &seg));
+  EXPECT_EQ(seg.size, 5 * MiB);
+}
+
+// The case a user met: 60 requests of 1 MiB + 1 on a 64 MiB device all succeed without
+// luma; with 20 MiB segments only 57 fit, unless the last ones get segments of their size.
+TEST(OutOfMemory, RequestsThatFitTheDeviceAreServedWhenItsSegmentsDoNot) {
+  HostDevice dev(64 * MiB);
+  CachingAllocator a(dev, 0);
+  for (int i = 0; i < 60; ++i) {
+    const AllocResult r = a.allocate(MiB + 1);
+    ASSERT_EQ(r.status, AllocStatus::ok) << "request " << i;
+    LUMA_ASSERT_CLEAN(a);
+  }
+  EXPECT_EQ(a.stats().num_ooms, 0u);
 }
 
 TEST(OutOfMemory, PendingFreesAreWaitedForAndReleased) {
