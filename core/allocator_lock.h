@@ -15,7 +15,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 
 namespace luma::core {
 
@@ -70,5 +72,23 @@ class AllocatorLock {
 
   std::atomic<std::uint32_t> state_{0};
 };
+
+// Takes m (any Lockable) by `deadline`, or gives up: for readers that must not wait
+// forever, such as the statistics printed at exit while another thread may hold the lock
+// for good (stuck in a fence wait on GPU work that never ends) or the exiting thread
+// itself holds it (a signal handler that calls exit() in the middle of an allocation).
+// time_point::max() waits as m.lock() does. Polls every millisecond: only slow paths use it.
+template <typename Lockable>
+bool lock_until(Lockable& m, std::chrono::steady_clock::time_point deadline) noexcept {
+  if (deadline == std::chrono::steady_clock::time_point::max()) {
+    m.lock();
+    return true;
+  }
+  for (;;) {
+    if (m.try_lock()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
 
 }  // namespace luma::core

@@ -956,6 +956,13 @@ DeviceStats CachingAllocator::stats() const noexcept {
   return impl_->view();
 }
 
+bool CachingAllocator::try_stats(DeviceStats* out, std::chrono::steady_clock::time_point deadline) const noexcept {
+  if (!lock_until(impl_->mu, deadline)) return false;
+  std::lock_guard<AllocatorLock> lock(impl_->mu, std::adopt_lock);
+  *out = impl_->view();
+  return true;
+}
+
 std::size_t CachingAllocator::cached_bytes() const noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   return static_cast<std::size_t>(impl_->stats.reserved_bytes.all_current() - impl_->stats.allocated_bytes.all_current());

@@ -7,6 +7,7 @@
 // index structures need when they grow.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -82,6 +83,8 @@ class CachingAllocator {
   bool block_of(const void* addr, SegmentRange* out) const noexcept;
 
   DeviceStats stats() const noexcept;
+  // stats() if the lock can be taken by `deadline`; false (and *out unchanged) if not.
+  bool try_stats(DeviceStats* out, std::chrono::steady_clock::time_point deadline) const noexcept;
   // Bytes reserved but not held by the program (free or pending): what cuMemGetInfo may
   // report as free.
   std::size_t cached_bytes() const noexcept;

@@ -1,6 +1,8 @@
 // device_allocator.cpp - see device_allocator.h.
 #include "device_allocator.h"
 
+#include "allocator_lock.h"
+
 namespace luma::core {
 
 // Forwards every call to the real device under one lock: with a plan, two allocators (the
@@ -178,11 +180,22 @@ bool DeviceAllocator::block_of(const void* addr, SegmentRange* out) const noexce
 }
 
 DeviceStats DeviceAllocator::stats() const noexcept {
-  DeviceStats s = cache_.stats();
-  if (replay_ == nullptr) return s;
+  DeviceStats s;
+  try_stats(&s, std::chrono::steady_clock::time_point::max());  // waits: cannot fail
+  return s;
+}
+
+bool DeviceAllocator::try_stats(DeviceStats* out, std::chrono::steady_clock::time_point deadline) const noexcept {
+  DeviceStats s;
+  if (!cache_.try_stats(&s, deadline)) return false;
+  if (replay_ == nullptr) {
+    *out = s;
+    return true;
+  }
   DeviceStats r;
   {
-    std::lock_guard<std::mutex> lock(replay_mu_);
+    if (!lock_until(replay_mu_, deadline)) return false;
+    std::lock_guard<std::mutex> lock(replay_mu_, std::adopt_lock);
     r = replay_->stats();
   }
   for (PoolCounter DeviceStats::*m :
@@ -201,7 +214,8 @@ DeviceStats DeviceAllocator::stats() const noexcept {
   s.num_fence_waits += r.num_fence_waits;
   s.num_empty_cache += r.num_empty_cache;
   s.invalid_frees += r.invalid_frees;  // num_context_resets: the cache counts each once
-  return s;
+  *out = s;
+  return true;
 }
 
 std::size_t DeviceAllocator::cached_bytes() const noexcept {
@@ -235,15 +249,24 @@ std::vector<std::string> DeviceAllocator::check() const {
 
 ReplayStats DeviceAllocator::replay_stats() const noexcept {
   ReplayStats r;
+  try_replay_stats(&r, std::chrono::steady_clock::time_point::max());  // waits: cannot fail
+  return r;
+}
+
+bool DeviceAllocator::try_replay_stats(ReplayStats* out, std::chrono::steady_clock::time_point deadline) const noexcept {
+  ReplayStats r;
   r.device = device_index_;
   if (replay_ != nullptr) {
-    std::lock_guard<std::mutex> lock(replay_mu_);
+    if (!lock_until(replay_mu_, deadline)) return false;
+    std::lock_guard<std::mutex> lock(replay_mu_, std::adopt_lock);
     r = replay_->replay_stats();
   }
-  const DeviceStats c = cache_.stats();
+  DeviceStats c;
+  if (!cache_.try_stats(&c, deadline)) return false;
   r.real_allocations = r.arena_reservations + c.num_device_alloc;
   r.cache_allocations = c.alloc_calls;
-  return r;
+  *out = r;
+  return true;
 }
 
 }  // namespace luma::core

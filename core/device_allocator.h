@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -63,6 +64,10 @@ class DeviceAllocator {
   // are the sum of both parts' peaks: exact while the device follows its plan (the cache
   // is idle), an upper bound after a divergence.
   DeviceStats stats() const noexcept;
+  // stats() / replay_stats() if every lock they need can be taken by `deadline` (see
+  // lock_until, allocator_lock.h); false, and *out unchanged, if not.
+  bool try_stats(DeviceStats* out, std::chrono::steady_clock::time_point deadline) const noexcept;
+  bool try_replay_stats(ReplayStats* out, std::chrono::steady_clock::time_point deadline) const noexcept;
   std::size_t cached_bytes() const noexcept;
 
   void set_event_sink(EventSink* sink) noexcept;

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -52,6 +53,10 @@ namespace {
 // trace close take milliseconds (the close itself waits at most 200 ms for events in
 // flight); a flusher stuck longer than this is not waited for, so exit never hangs.
 constexpr std::uint64_t kFlushWaitNs = 5'000'000'000;
+// How long the statistics wait, in all, for allocator locks held by other calls (see
+// format_output): an allocation holds its lock for microseconds, a fence wait for as long
+// as the GPU work it waits for; half a second tells the two apart without a felt delay.
+constexpr std::chrono::milliseconds kStatsLockWait{500};
 
 std::atomic<bool> g_printed{false};
 // 0: nobody flushed yet; 1: a thread is flushing; 2: flushed.
@@ -85,9 +90,21 @@ void write_all(int fd, const std::string& text) noexcept {
 }
 
 std::string format_output(const State& s, int signal) {
+  // Each allocator's lock is waited for until one shared deadline, never longer: a thread
+  // may hold it for good (stuck in a fence wait on GPU work that never ends), or this very
+  // thread may (a signal handler that called exit() inside an allocation). Such a device
+  // is left out of the statistics, and the output says so, rather than hang the exit.
+  const auto deadline = std::chrono::steady_clock::now() + kStatsLockWait;
   std::vector<core::DeviceStats> devices;
-  for (std::size_t i = 0; i < s.contexts.size(); ++i)
-    devices.push_back(s.contexts.at(i)->allocator.stats());
+  std::string busy;
+  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
+    core::DeviceStats d;
+    if (s.contexts.at(i)->allocator.try_stats(&d, deadline)) {
+      devices.push_back(d);
+    } else {
+      busy += (busy.empty() ? "" : ", ") + std::to_string(s.contexts.at(i)->device);
+    }
+  }
   std::vector<core::StatsExtra> extra = {
       core::StatsExtra::text("luma_version", LUMA_VERSION),
       core::StatsExtra::number("pid", static_cast<std::int64_t>(getpid())),
@@ -96,11 +113,16 @@ std::string format_output(const State& s, int signal) {
   };
   // Statistics written because a signal ends the process say so.
   if (signal != 0) extra.push_back(core::StatsExtra::text("ended_by", signal_name(signal)));
+  if (!busy.empty())
+    extra.push_back(core::StatsExtra::text(
+        "left_out", "device " + busy + ": its allocator was held by a running call at exit"));
   // LUMA_PLAN: whether the run was served from its plan, how far it got, real allocations.
   std::vector<core::ReplayStats> replay;
   if (s.plans.wanted())
-    for (std::size_t i = 0; i < s.contexts.size(); ++i)
-      replay.push_back(s.contexts.at(i)->allocator.replay_stats());
+    for (std::size_t i = 0; i < s.contexts.size(); ++i) {
+      core::ReplayStats r;
+      if (s.contexts.at(i)->allocator.try_replay_stats(&r, deadline)) replay.push_back(r);
+    }
   if (s.settings.stats == StatsFormat::json) {
     if (s.plans.wanted())
       extra.push_back({"plan", core::format_replay_json(s.plans.summary(), replay), false});
@@ -108,7 +130,12 @@ std::string format_output(const State& s, int signal) {
   }
   std::string head = "luma: memory statistics at exit";
   if (signal != 0) head += std::string(" (") + signal_name(signal) + ")";
-  std::string text = head + "\n" + core::format_stats_text(devices, extra);
+  std::string text = head + "\n";
+  if (devices.empty() && !busy.empty()) {  // not "no memory was allocated": none could be read
+    for (const core::StatsExtra& e : extra) text += e.key + ": " + e.value + "\n";
+  } else {
+    text += core::format_stats_text(devices, extra);
+  }
   if (s.plans.wanted()) text += core::format_replay_text(s.plans.summary(), replay);
   return text;
 }

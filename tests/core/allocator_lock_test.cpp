@@ -65,5 +65,28 @@ TEST(AllocatorLock, TryLockFailsWhileHeldAndSucceedsAfter) {
   EXPECT_TRUE(other);
 }
 
+// lock_until gives up at its deadline while the lock stays held (the exit statistics'
+// case: a call stuck in a fence wait, or the exiting thread itself holding it), and takes
+// the lock once it is released before the deadline.
+TEST(LockUntil, GivesUpAtTheDeadlineAndTakesTheLockWhenReleased) {
+  using Clock = std::chrono::steady_clock;
+  AllocatorLock lock;
+  lock.lock();
+  const auto start = Clock::now();
+  EXPECT_FALSE(lock_until(lock, start + std::chrono::milliseconds(50)));
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(50));
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    lock.unlock();
+  });
+  EXPECT_TRUE(lock_until(lock, Clock::now() + std::chrono::seconds(30)));
+  releaser.join();
+  EXPECT_FALSE(lock.try_lock());  // lock_until left it held by this thread
+  lock.unlock();
+  std::mutex m;  // any Lockable; time_point::max() waits as lock() does
+  EXPECT_TRUE(lock_until(m, Clock::time_point::max()));
+  m.unlock();
+}
+
 }  // namespace
 }  // namespace luma::core

@@ -252,6 +252,23 @@ TEST_P(EveryKind, EveryExitPathPrintsOnce) {
   EXPECT_EQ(s["alloc_calls"], s["free_calls"]) << s.dump();
 }
 
+// A thread stuck inside an allocation (waiting for GPU work that never ends) holds the
+// allocator's lock for good: exit still ends the process, and the statistics say which
+// device they could not read instead of waiting for it.
+TEST_P(EveryKind, ExitDoesNotWaitForACallThatNeverReturns) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"exit-while-busy"});
+  if (r.result.exit_code == 77) GTEST_SKIP() << r.result.out;
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  ASSERT_TRUE(r.stats.is_object()) << describe(r.result);
+  EXPECT_NE(r.stats.value("left_out", std::string()).find("device 0"), std::string::npos) << r.stats.dump();
+  // The text form says the same, and not that nothing was allocated.
+  Result t = run({paths().prog(GetParam()), "exit-while-busy"}, luma_env());
+  ASSERT_EQ(t.exit_code, 0) << describe(t);
+  EXPECT_NE(t.err.find("left_out: device 0"), std::string::npos) << t.err;
+  EXPECT_EQ(t.err.find("no device memory was allocated"), std::string::npos) << t.err;
+}
+
 TEST_P(EveryKind, ForkedChildNeitherPrintsNorCorrupts) {
   REQUIRE_PROGRAMS();
   Result r = run({paths().prog(GetParam()), "fork"}, luma_env());

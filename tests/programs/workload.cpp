@@ -395,6 +395,43 @@ int mode_exit_thread(int argc, char**) {
   return kExitWrong;
 }
 
+// A call that never returns holds luma's lock when the program exits: a worker's
+// allocation waits for GPU work that never finishes (the stand-in's gate is closed, as a
+// kernel spinning on a host flag would never end), and main gives up and calls exit(0).
+// The exit must not wait for that call (luma leaves the device out of its statistics).
+// Stand-in only: skipped where luma_fake_set_gate_open does not exist.
+int mode_exit_while_busy(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  void* s = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");  // a runtime loads the driver
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  auto set_gate = lib == nullptr ? nullptr
+                                 : reinterpret_cast<void (*)(int)>(dlsym(lib, "luma_fake_set_gate_open"));
+  if (set_gate == nullptr) {
+    std::printf("exit-while-busy: skipped (needs the stand-in driver)\n");
+    return kExitSkip;
+  }
+  const size_t n = 30 * kMiB;
+  static void* x = nullptr;
+  ok(A.alloc(&x, n), "alloc X");
+  set_gate(0);  // stream work queued from now on never starts
+  ok(A.memset_async(x, 1, n, s), "memsetAsync X (never runs)");
+  static std::atomic<bool> started{false};
+  std::thread([n] {
+    started = true;
+    ok(A.free(x), "free X");
+    void* y = nullptr;
+    (void)A.alloc(&y, n);  // X's memory is the only fit: waits for the memset, forever
+    std::printf("exit-while-busy: the allocation returned, which it cannot\n");
+    std::_Exit(kExitWrong);
+  }).detach();
+  while (!started.load()) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let it reach the wait
+  std::printf("exit-while-busy: exit(0) while a worker waits inside an allocation\n");
+  std::fflush(stdout);
+  std::exit(0);
+}
+
 void atexit_handler() {
   void* p = nullptr;
   int r = A.alloc(&p, kMiB);
@@ -739,6 +776,7 @@ const Mode kModes[] = {
     {"exit-main", "", mode_exit_main},
     {"exit-thread", "", mode_exit_thread},
     {"atexit", "", mode_atexit},
+    {"exit-while-busy", "", mode_exit_while_busy},
     {"fork", "", mode_fork},
     {"fork-exec", "", mode_fork_exec},
     {"threads-first", "[THREADS]", mode_threads_first},
