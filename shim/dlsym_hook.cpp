@@ -40,9 +40,18 @@ DlsymFn real_dlsym() noexcept {
 // Fast for every name luma does not serve: one character test, then glibc's dlsym as a tail
 // call, so glibc still sees the program's return address (RTLD_NEXT is resolved relative to
 // the caller).
+//
+// RTLD_NEXT lookups always go straight to glibc, as a tail call, even for driver names: a
+// library that wraps a driver function (defines cuMemAlloc_v2, forwards with
+// dlsym(RTLD_NEXT, ...), as profilers and GPU-sharing layers do) must get the next
+// definition after itself. Answered from inside luma, "next" would mean next after
+// libluma.so, which is the wrapper itself again: endless recursion. The CUDA runtimes
+// never use RTLD_NEXT (they dlopen the driver and ask it through cuGetProcAddress), so
+// nothing luma serves is lost.
 extern "C" [[gnu::visibility("default")]] void* dlsym(void* handle, const char* name) {
   using namespace luma::shim;
   DlsymFn real = real_dlsym();
+  if (handle == RTLD_NEXT) return real(handle, name);
   if (name[0] == 'c' && name[1] == 'u' && !RecursionGuard::active())
     return dlsym_for_driver(handle, name, real);
   return real(handle, name);

@@ -29,6 +29,7 @@ struct Paths {
   std::string host_spdlog = setting("LUMA_IT_HOST_SPDLOG");
   std::string nm = setting("LUMA_IT_NM");
   std::string ldd = setting("LUMA_IT_LDD");
+  std::string rtld_next_prog = setting("LUMA_IT_RTLD_NEXT_PROG");
   std::string prog(const std::string& flavour) const {
     std::string name = "LUMA_IT_PROG_" + flavour;
     return setting(name.c_str());
@@ -369,6 +370,19 @@ void expect_unchanged(const std::vector<std::string>& argv) {
   EXPECT_EQ(preloaded.out, plain.out) << argv[0];
   EXPECT_EQ(preloaded.err, "") << argv[0];
   EXPECT_EQ(plain.err, "") << argv[0];
+}
+
+// A library that wraps driver functions and forwards with dlsym(RTLD_NEXT) (profilers,
+// GPU-sharing layers) gets the next definition after itself, as without luma: a served
+// name (cuMemAlloc_v2) and one luma does not serve (cuDeviceGetCount). Answered from
+// inside libluma.so, "next" would be the wrapper again (exit 9: endless recursion).
+TEST(Interposers, AWrapperForwardingWithRtldNextReachesTheDriver) {
+  if (paths().rtld_next_prog.empty() || paths().lib.empty()) GTEST_SKIP() << "not built";
+  Result plain = run({paths().rtld_next_prog}, clean_env({{"LD_LIBRARY_PATH", paths().fake_dir}}));
+  ASSERT_EQ(plain.exit_code, 0) << describe(plain);
+  Result r = run({paths().rtld_next_prog}, luma_env());
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("alloc and free ok"), std::string::npos) << r.out;
 }
 
 TEST(Harmless, LsIsUnchanged) {
