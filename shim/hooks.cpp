@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include "call_context.h"
 #include "dlsym_hook.h"
@@ -118,6 +119,17 @@ bool block_containing(State& s, const void* ptr, core::SegmentRange* block) noex
   return false;
 }
 
+// Whether ptr lies in memory luma holds from the driver (a segment, or a plan's arena) -
+// live, free or pending. Memory there that is in no live block is, to the program, memory
+// it does not hold: freed, or never handed out.
+bool in_luma_memory(State& s, const void* ptr) noexcept {
+  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
+    ContextEntry* e = s.contexts.at(i);
+    if (!e->retired.load(std::memory_order_relaxed) && e->allocator.segment_of(ptr, nullptr)) return true;
+  }
+  return false;
+}
+
 // The context of e is gone, its memory with it: forget it all (no driver call), and let
 // the next allocation in a context with this handle start a fresh entry.
 void retire_entry(State& s, ContextEntry* e) noexcept {
@@ -148,6 +160,14 @@ void substitute(const char* symbol, void** pfn, int version) noexcept {
   State* s = state_if_ready();
   if (s != nullptr && s->settings.disable) return;
   Hook h = hook_for_request(symbol, version);
+  if (h == Hook::mem_free_async || h == Hook::mem_free_async_ptsz) {
+    // Which twin the driver handed out (the request's flags and the program's default
+    // stream decided): luma's hook must forward foreign pointers to that same one.
+    if (s == nullptr) return;
+    if (*pfn == reinterpret_cast<void*>(s->driver.mem_free_async)) h = Hook::mem_free_async;
+    else if (*pfn == reinterpret_cast<void*>(s->driver.mem_free_async_ptsz)) h = Hook::mem_free_async_ptsz;
+    else return;  // a variant luma does not know: the driver's, untouched
+  }
   if (h != Hook::none) *pfn = hook_function(h);
 }
 
@@ -184,6 +204,47 @@ LUMA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   }
 }
 
+namespace {
+
+// A free luma answers: CUDA_SUCCESS (the block went into the cache), CUDA_ERROR_INVALID_VALUE
+// (a luma segment, but not the start of a live block: a double or interior free), or
+// nullopt (not luma's memory: the driver's business). Any context's allocator: a free may
+// come from another thread with another device current.
+std::optional<CUresult> free_in_cache(State& s, void* p) noexcept {
+  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
+    ContextEntry* e = s.contexts.at(i);
+    if (e->retired.load(std::memory_order_relaxed)) continue;
+    switch (e->allocator.free(p)) {
+      case luma::core::FreeStatus::ok: return CUDA_SUCCESS;
+      case luma::core::FreeStatus::invalid: return CUDA_ERROR_INVALID_VALUE;
+      case luma::core::FreeStatus::not_owned: break;
+    }
+  }
+  return std::nullopt;
+}
+
+// cuMemFreeAsync and its _ptsz twin. CUDA accepts a stream-ordered free of cuMemAlloc
+// memory, so a program may hand one a luma block; given to the driver, that pointer would
+// free the segment under every other block carved from it (or fail). luma takes it into
+// its cache like cuMemFree_v2: its fence covers all work issued before the free, on every
+// stream luma tracks, which includes the work the free is ordered after. Anything else
+// (cuMemAllocAsync memory above all) goes to the driver's function the request named.
+CUresult free_async(CUdeviceptr dptr, CUstream stream, PFN_cuMemFreeAsync RealDriver::*real) noexcept {
+  if (RecursionGuard::active()) {
+    const RealDriver* d = loaded_driver();
+    return d && d->*real ? (d->*real)(dptr, stream) : CUDA_ERROR_NOT_INITIALIZED;
+  }
+  RecursionGuard guard;
+  State& s = state();
+  if (s.driver.*real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (dptr == 0 || !s.serves()) return (s.driver.*real)(dptr, stream);
+  CallScope scope(luma::core::trace::EntryPoint::cuMemFreeAsync);
+  if (std::optional<CUresult> r = free_in_cache(s, as_ptr(dptr))) return *r;
+  return (s.driver.*real)(dptr, stream);
+}
+
+}  // namespace
+
 LUMA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   if (RecursionGuard::active()) {
     const RealDriver* d = loaded_driver();
@@ -194,20 +255,18 @@ LUMA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   if (s.driver.mem_free == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   // A null pointer, or luma not serving: the driver's own answer.
   if (dptr == 0 || !s.serves()) return s.driver.mem_free(dptr);
-  void* p = as_ptr(dptr);
   CallScope scope(luma::core::trace::EntryPoint::cuMemFree);
-  // Any context's allocator: a free may come from another thread with another device.
-  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
-    ContextEntry* e = s.contexts.at(i);
-    if (e->retired.load(std::memory_order_relaxed)) continue;
-    switch (e->allocator.free(p)) {
-      case luma::core::FreeStatus::ok: return CUDA_SUCCESS;
-      case luma::core::FreeStatus::invalid: return CUDA_ERROR_INVALID_VALUE;  // double or interior
-      case luma::core::FreeStatus::not_owned: break;
-    }
-  }
+  if (std::optional<CUresult> r = free_in_cache(s, as_ptr(dptr))) return *r;
   // Allocated before luma was active, or by a path luma does not serve.
   return s.driver.mem_free(dptr);
+}
+
+LUMA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
+  return free_async(dptr, stream, &RealDriver::mem_free_async);
+}
+
+LUMA_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
+  return free_async(dptr, stream, &RealDriver::mem_free_async_ptsz);
 }
 
 LUMA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width,
@@ -266,11 +325,16 @@ LUMA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CU
     RecursionGuard guard;
     State& s = state();
     luma::core::SegmentRange block;
-    // The program's allocation is the block, not the segment luma carved it from.
-    if (s.serves() && block_containing(s, as_ptr(dptr), &block)) {
-      if (base != nullptr) *base = as_dptr(block.base);
-      if (size != nullptr) *size = block.size;
-      return CUDA_SUCCESS;
+    // The program's allocation is the block, not the segment luma carved it from; a byte
+    // of a segment in no live block belongs to no allocation of the program's (it freed
+    // it, or never got it): what the driver says of an address it never allocated.
+    if (s.serves()) {
+      if (block_containing(s, as_ptr(dptr), &block)) {
+        if (base != nullptr) *base = as_dptr(block.base);
+        if (size != nullptr) *size = block.size;
+        return CUDA_SUCCESS;
+      }
+      if (in_luma_memory(s, as_ptr(dptr))) return CUDA_ERROR_NOT_FOUND;
     }
   }
   return d->mem_get_address_range(base, size, dptr);
@@ -293,6 +357,9 @@ LUMA_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attri
         *static_cast<size_t*>(data) = block.size;
       return CUDA_SUCCESS;
     }
+    // The range of memory the program does not hold (see cuMemGetAddressRange_v2): the
+    // driver's answer for a pointer it never allocated.
+    if (s.serves() && in_luma_memory(s, as_ptr(ptr))) return CUDA_ERROR_INVALID_VALUE;
   }
   return d->pointer_get_attribute(data, attribute, ptr);
 }
@@ -465,6 +532,8 @@ void* hook_function(Hook h) noexcept {
     case Hook::ctx_destroy: return reinterpret_cast<void*>(&::cuCtxDestroy_v2);
     case Hook::primary_ctx_release: return reinterpret_cast<void*>(&::cuDevicePrimaryCtxRelease_v2);
     case Hook::primary_ctx_reset: return reinterpret_cast<void*>(&::cuDevicePrimaryCtxReset_v2);
+    case Hook::mem_free_async: return reinterpret_cast<void*>(&::cuMemFreeAsync);
+    case Hook::mem_free_async_ptsz: return reinterpret_cast<void*>(&::cuMemFreeAsync_ptsz);
     case Hook::none:
     case Hook::count: break;
   }

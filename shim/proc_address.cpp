@@ -2,7 +2,8 @@
 // introduced each ABI: the 64-bit _v2 memory calls in CUDA 3.2 (3020), cuStreamDestroy_v2
 // and cuPointerGetAttribute in 4.0, cuStreamCreateWithPriority in 5.5, cuGetProcAddress in
 // 11.3 and its _v2 ABI (with symbolStatus) in 12.0, cuCtxDestroy_v2 in 4.0, the _v2 ABI of
-// cuDevicePrimaryCtxRelease / Reset in 11.0 (the 7.0 ABI is forwarded untouched).
+// cuDevicePrimaryCtxRelease / Reset in 11.0 (the 7.0 ABI is forwarded untouched),
+// cuMemFreeAsync in 11.2.
 #include "proc_address.h"
 
 #include <array>
@@ -18,7 +19,7 @@ struct Entry {
   const char* symbol;          // the exported name of that ABI
 };
 
-constexpr std::array<Entry, 15> kTable{{
+constexpr std::array<Entry, 17> kTable{{
     {"cuGetProcAddress", 12000, 0, Hook::get_proc_address_v2, "cuGetProcAddress_v2"},
     {"cuGetProcAddress", 11030, 12000, Hook::get_proc_address_v1, "cuGetProcAddress"},
     {"cuMemAlloc", 3020, 0, Hook::mem_alloc, "cuMemAlloc_v2"},
@@ -34,6 +35,10 @@ constexpr std::array<Entry, 15> kTable{{
     {"cuCtxDestroy", 4000, 0, Hook::ctx_destroy, "cuCtxDestroy_v2"},
     {"cuDevicePrimaryCtxRelease", 11000, 0, Hook::primary_ctx_release, "cuDevicePrimaryCtxRelease_v2"},
     {"cuDevicePrimaryCtxReset", 11000, 0, Hook::primary_ctx_reset, "cuDevicePrimaryCtxReset_v2"},
+    // cuMemFreeAsync (CUDA 11.2): a request with the per-thread flag gets the _ptsz hook
+    // instead (hooks.cpp, substitute(): decided by which real function the driver gave).
+    {"cuMemFreeAsync", 11020, 0, Hook::mem_free_async, "cuMemFreeAsync"},
+    {"cuMemFreeAsync_ptsz", 11020, 0, Hook::mem_free_async_ptsz, "cuMemFreeAsync_ptsz"},
     {"", 0, 0, Hook::none, nullptr},
 }};
 

@@ -28,6 +28,8 @@ enum class Hook : std::uint8_t {
   ctx_destroy,                  // cuCtxDestroy_v2
   primary_ctx_release,          // cuDevicePrimaryCtxRelease_v2
   primary_ctx_reset,            // cuDevicePrimaryCtxReset_v2
+  mem_free_async,               // cuMemFreeAsync (a luma block is freed into the cache)
+  mem_free_async_ptsz,          // cuMemFreeAsync_ptsz (its per-thread-default-stream twin)
   count,
 };
 

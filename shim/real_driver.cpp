@@ -14,6 +14,16 @@ namespace luma::shim {
 namespace {
 
 template <typename Fn>
+void resolve_per_thread(const RealDriver& d, const char* name, int version, Fn& out) noexcept {
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (d.get_proc_address_v2(name, &fn, version, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                            &status) != CUDA_SUCCESS)
+    fn = nullptr;
+  out = reinterpret_cast<Fn>(fn);
+}
+
+template <typename Fn>
 void resolve(const RealDriver& d, const char* name, int version, Fn& out) noexcept {
   void* fn = nullptr;
   CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
@@ -56,6 +66,8 @@ bool load_real_driver(RealDriver& d) noexcept {
   resolve(d, "cuMemGetInfo", kCudaVersionV2Memory, d.mem_get_info);
   resolve(d, "cuMemGetAddressRange", kCudaVersionV2Memory, d.mem_get_address_range);
   resolve(d, "cuPointerGetAttribute", 4000, d.pointer_get_attribute);
+  resolve(d, "cuMemFreeAsync", 11020, d.mem_free_async);
+  resolve_per_thread(d, "cuMemFreeAsync", 11020, d.mem_free_async_ptsz);
   resolve(d, "cuStreamCreate", 2000, d.stream_create);
   resolve(d, "cuStreamCreateWithPriority", 5050, d.stream_create_with_priority);
   resolve(d, "cuStreamDestroy", 4000, d.stream_destroy);

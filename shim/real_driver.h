@@ -22,6 +22,10 @@ struct RealDriver {
   PFN_cuMemGetInfo_v2 mem_get_info = nullptr;
   PFN_cuMemGetAddressRange_v2 mem_get_address_range = nullptr;
   PFN_cuPointerGetAttribute pointer_get_attribute = nullptr;
+  // A stream-ordered free may name a luma block (CUDA allows cuMemFreeAsync on cuMemAlloc
+  // memory); anything else goes to the one of these the program's request resolved to.
+  PFN_cuMemFreeAsync mem_free_async = nullptr;
+  PFN_cuMemFreeAsync mem_free_async_ptsz = nullptr;
   // Streams, tracked for the free_sync:event policy.
   PFN_cuStreamCreate stream_create = nullptr;
   PFN_cuStreamCreateWithPriority stream_create_with_priority = nullptr;

@@ -339,6 +339,21 @@ TEST(AddressRange, AnyByteOfABlockNamesTheBlockNotTheSegment) {
   EXPECT_EQ(device_counters(r.counters, 0)["mem_alloc_calls"].get<int>(), 1) << "one segment";
 }
 
+// A stream-ordered free of a luma block goes into luma's cache, never to the driver (which
+// would free the whole segment under its neighbours): every kind of program.
+TEST_P(EveryKind, StreamOrderedFreeOfACachedBlockStaysInTheCache) {
+  REQUIRE_PROGRAMS();
+  Result plain = run({paths().prog(GetParam()), "free-async-cached"},
+                     clean_env({{"LD_LIBRARY_PATH", paths().fake_dir}}));
+  ASSERT_EQ(plain.exit_code, 0) << "without luma\n" << describe(plain);
+  LumaRun r = run_under_luma(GetParam(), {"free-async-cached"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  const json& s = device_stats(r.stats, 0);
+  ASSERT_TRUE(s.is_object()) << r.stats.dump();
+  EXPECT_EQ(s["free_calls"], s["alloc_calls"]) << s.dump();
+  EXPECT_EQ(device_counters(r.counters, 0)["mem_free_calls"].get<int>(), 0) << r.counters.dump();
+}
+
 TEST(Contexts, CreatedDestroyedAndReleasedContextsAreServedAfresh) {
   REQUIRE_PROGRAMS();
   LumaRun r = run_under_luma("driver", {"contexts"});
@@ -434,7 +449,7 @@ TEST(Library, ExportsExactlyTheInterposedSymbols) {
       "cuMemAllocPitch_v2", "cuMemGetInfo_v2", "cuMemGetAddressRange_v2",
       "cuPointerGetAttribute", "cuStreamCreate", "cuStreamCreateWithPriority",
       "cuStreamDestroy_v2", "cuCtxDestroy_v2", "cuDevicePrimaryCtxRelease_v2",
-      "cuDevicePrimaryCtxReset_v2"};
+      "cuDevicePrimaryCtxReset_v2", "cuMemFreeAsync", "cuMemFreeAsync_ptsz"};
   EXPECT_EQ(got, want) << r.out;
 }
 

@@ -650,8 +650,53 @@ int mode_address_range(int argc, char**) {
       }
     }
   }
-  for (void* x : p) ok(A.free(x), "free");
-  std::printf("address-range: every byte of 3 allocations names its own allocation\n");
+  // Freed, the bytes belong to no allocation of the program's: the driver's answer for an
+  // address it never allocated (CUDA_ERROR_NOT_FOUND), even where luma still holds them.
+  ok(A.free(p[1]), "free");
+  for (size_t off : {size_t{0}, size_t{100}}) {
+    void* base = nullptr;
+    size_t size = 0;
+    expect(A.address_range(static_cast<char*>(p[1]) + off, &base, &size), 500,
+           "address range of a freed allocation");
+  }
+  ok(A.free(p[0]), "free");
+  ok(A.free(p[2]), "free");
+  std::printf("address-range: every byte of 3 allocations names its own allocation; freed, none\n");
+  return 0;
+}
+
+// cudaFreeAsync / cuMemFreeAsync of memory from cudaMalloc / cuMemAlloc, which CUDA allows:
+// three neighbouring blocks, the first two freed stream-ordered, and the third must keep its
+// data and its memory (under luma all three share a segment, and the first is its base: a
+// stream-ordered free handed to the driver would free the segment under the third). A
+// block allocated afterwards works; an interior pointer is refused as the driver refuses it.
+int mode_free_async_cached(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  void* s = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  Tagged b{nullptr, 4096, 11}, c{nullptr, 4096, 12}, d{nullptr, 4096, 13};
+  for (Tagged* t : {&b, &c, &d}) {
+    ok(A.alloc(&t->p, t->n), "alloc");
+    if (!write_tag(*t)) fail("write tag", 0);
+  }
+  ok(A.memset_async(c.p, 7, c.n, s), "memsetAsync of the block freed next");
+  ok(A.free_async(c.p, s), "freeAsync of a cudaMalloc block");
+  ok(A.free_async(b.p, s), "freeAsync of a cudaMalloc block");
+  expect(A.free_async(static_cast<char*>(d.p) + 256, s), A.invalid_code, "freeAsync of an interior pointer");
+  ok(A.stream_sync(s), "stream sync");
+  std::vector<unsigned char> buf;
+  if (std::string why = check_tag(d, buf); !why.empty()) {
+    std::fprintf(stderr, "%s: free-async: the neighbour lost its data: %s\n", g_prog, why.c_str());
+    return kExitWrong;
+  }
+  Tagged e{nullptr, 4096, 14};
+  ok(A.alloc(&e.p, e.n), "alloc after the stream-ordered frees");
+  if (!write_tag(e)) fail("write tag", 0);
+  if (std::string why = check_tag(e, buf); !why.empty()) fail("free-async: new block", 0);
+  ok(A.free(e.p), "free");
+  ok(A.free(d.p), "free");
+  ok(A.stream_destroy(s), "stream destroy");
+  std::printf("free-async: stream-ordered frees of cached blocks ok, the neighbour intact\n");
   return 0;
 }
 
@@ -784,6 +829,7 @@ const Mode kModes[] = {
     {"reset", "", mode_reset},
     {"contexts", "", mode_contexts},
     {"address-range", "", mode_address_range},
+    {"free-async-cached", "", mode_free_async_cached},
     {"train", "(LUMA_TEST_STEPS, LUMA_TEST_DIVERGE_AT, LUMA_TEST_ADDR_LOG)", mode_train},
 };
 

@@ -47,9 +47,19 @@ TEST(ProcAddress, GetProcAddressAbiFollowsTheVersion) {
 }
 
 TEST(ProcAddress, NamesLumaDoesNotServeAreForwarded) {
-  for (const char* name : {"cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocManaged", "cuInit",
+  for (const char* name : {"cuMemAllocAsync", "cuMemAllocManaged", "cuInit",
                            "cuMemAlloc_v2", "", "cuMemAllocHost", "cuCtxSynchronize"})
     EXPECT_EQ(hook_for_request(name, 13000), Hook::none) << name;
+}
+
+// A stream-ordered free may name a luma block (CUDA allows it on cuMemAlloc memory), so
+// luma serves cuMemFreeAsync from its ABI's version (11.2) on; before it, no such function.
+TEST(ProcAddress, StreamOrderedFreeIsServedFromCuda112) {
+  EXPECT_EQ(hook_for_request("cuMemFreeAsync", 11020), Hook::mem_free_async);
+  EXPECT_EQ(hook_for_request("cuMemFreeAsync", 13000), Hook::mem_free_async);
+  EXPECT_EQ(hook_for_request("cuMemFreeAsync", 11010), Hook::none);
+  EXPECT_EQ(hook_for_symbol("cuMemFreeAsync"), Hook::mem_free_async);
+  EXPECT_EQ(hook_for_symbol("cuMemFreeAsync_ptsz"), Hook::mem_free_async_ptsz);
 }
 
 TEST(ProcAddress, ExportedSymbolNames) {
