@@ -76,6 +76,40 @@ struct DeviceStats {
   std::uint64_t invalid_frees = 0;       // frees of pointers not live in this allocator
 };
 
+// Adds the statistics of another CUDA context of the same device (luma keeps one allocator
+// per context; a device reset or a program's own cuCtxCreate makes more than one), so that
+// statistics are reported per device, as PyTorch's are. Totals and currents add up. A peak
+// becomes the larger of the two peaks and of the summed current: exact for contexts that
+// followed one another (the reset loop, by far the common case: a retired context's
+// current is 0), a lower bound for contexts alive at the same time, whose peaks may or may
+// not have coincided. Needs the same device; `device` is kept.
+inline void accumulate_context(Counter& into, const Counter& from) noexcept {
+  into.current += from.current;
+  into.allocated += from.allocated;
+  into.freed += from.freed;
+  into.peak = into.peak > from.peak ? into.peak : from.peak;
+  if (into.current > into.peak) into.peak = into.current;
+}
+
+inline void accumulate_context(PoolCounter& into, const PoolCounter& from) noexcept {
+  accumulate_context(into.all, from.all);
+  for (std::size_t p = 0; p < kPools; ++p) accumulate_context(into.pool[p], from.pool[p]);
+}
+
+inline void accumulate_context(DeviceStats& into, const DeviceStats& from) noexcept {
+  for (PoolCounter DeviceStats::*m :
+       {&DeviceStats::allocation, &DeviceStats::segment, &DeviceStats::active, &DeviceStats::inactive_split,
+        &DeviceStats::allocated_bytes, &DeviceStats::requested_bytes, &DeviceStats::reserved_bytes,
+        &DeviceStats::active_bytes, &DeviceStats::inactive_split_bytes})
+    accumulate_context(into.*m, from.*m);
+  for (std::uint64_t DeviceStats::*m :
+       {&DeviceStats::free_blocks, &DeviceStats::alloc_calls, &DeviceStats::free_calls,
+        &DeviceStats::num_device_alloc, &DeviceStats::num_device_free, &DeviceStats::num_alloc_retries,
+        &DeviceStats::num_ooms, &DeviceStats::num_device_errors, &DeviceStats::num_context_resets,
+        &DeviceStats::num_fence_waits, &DeviceStats::num_empty_cache, &DeviceStats::invalid_frees})
+    into.*m += from.*m;
+}
+
 // The reference design's Stats, derived from DeviceStats.
 struct ReferenceStats {
   std::size_t allocated_bytes = 0;

@@ -12,6 +12,7 @@
 // the real driver untouched, so the caller gets the error code the real call would give.
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -68,10 +69,22 @@ bool is_primary_context(const RealDriver& d, CUcontext ctx, CUdevice device) noe
   return primary == ctx;
 }
 
+// Said once: the context table is full, so allocations of new contexts go to the driver.
+void warn_table_full() noexcept {
+  static std::atomic<bool> said{false};
+  if (said.exchange(true)) return;
+  try {
+    log().warn("more than {} CUDA contexts in this process: allocations of further contexts go "
+               "to the driver uncached and are not in luma's statistics",
+               ContextTable::kMaxContexts);
+  } catch (...) {
+  }
+}
+
 ContextEntry* current_entry(State& s) {
   CUcontext ctx = nullptr;
   if (s.driver.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return nullptr;
-  return s.contexts.find_or_create(ctx, [&]() -> ContextEntry* {
+  ContextEntry* found = s.contexts.find_or_create(ctx, [&]() -> ContextEntry* {
     CUdevice device = 0;
     if (s.driver.ctx_get_device(&device) != CUDA_SUCCESS) device = 0;
     auto* e = new ContextEntry(s.driver, ctx, device, s.settings.core, s.streams,
@@ -84,6 +97,8 @@ ContextEntry* current_entry(State& s) {
     log().debug("serving context {} of device {}", static_cast<void*>(ctx), device);
     return e;
   });
+  if (found == nullptr && s.contexts.size() == ContextTable::kMaxContexts) warn_table_full();
+  return found;
 }
 
 using luma::core::trace::EntryPoint;

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cerrno>
@@ -100,7 +101,12 @@ std::string format_output(const State& s, int signal) {
   for (std::size_t i = 0; i < s.contexts.size(); ++i) {
     core::DeviceStats d;
     if (s.contexts.at(i)->allocator.try_stats(&d, deadline)) {
-      devices.push_back(d);
+      // One entry per device, as PyTorch reports: the contexts of a device (one per
+      // reset, or the program's own) are added up (core::accumulate_context).
+      auto same = std::find_if(devices.begin(), devices.end(),
+                               [&](const core::DeviceStats& x) { return x.device == d.device; });
+      if (same == devices.end()) devices.push_back(d);
+      else core::accumulate_context(*same, d);
     } else {
       busy += (busy.empty() ? "" : ", ") + std::to_string(s.contexts.at(i)->device);
     }

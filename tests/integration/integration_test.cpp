@@ -328,6 +328,10 @@ TEST_P(EveryKind, DeviceResetTakesTheCachedMemoryAlong) {
   }
   EXPECT_EQ(resets, 1) << r.stats.dump();
   EXPECT_EQ(alloc_calls, 4);
+  // One entry for the device, the contexts before and after the reset added up.
+  int entries = 0;
+  for (const json& d : r.stats["devices"]) entries += d.value("device", -1) == 0 ? 1 : 0;
+  EXPECT_EQ(entries, 1) << r.stats.dump();
   EXPECT_EQ(luma_mallocs, device_counters(r.counters, 0)["mem_alloc_calls"].get<int>());
   EXPECT_GE(luma_mallocs, 3) << "segments from before the reset were not reused";
 }

@@ -1,0 +1,67 @@
+// stats_test.cpp - accumulate_context (core/stats.h): the statistics of several CUDA
+// contexts of one device added up for the per-device report.
+#include "stats.h"
+
+#include <gtest/gtest.h>
+
+namespace luma::core {
+namespace {
+
+Counter counter(std::int64_t current, std::int64_t peak, std::uint64_t allocated, std::uint64_t freed) {
+  Counter c;
+  c.current = current;
+  c.peak = peak;
+  c.allocated = allocated;
+  c.freed = freed;
+  return c;
+}
+
+// Contexts that followed one another (a reset): the retired one's current is 0, and the
+// device's peak is the larger of the two peaks, not their sum.
+TEST(AccumulateContext, SuccessiveContextsKeepTheLargerPeak) {
+  Counter before = counter(0, 900, 1000, 1000);
+  const Counter after = counter(300, 500, 700, 400);
+  accumulate_context(before, after);
+  EXPECT_EQ(before.current, 300);
+  EXPECT_EQ(before.peak, 900);
+  EXPECT_EQ(before.allocated, 1700u);
+  EXPECT_EQ(before.freed, 1400u);
+}
+
+// Two contexts alive together: the peak is at least their summed current.
+TEST(AccumulateContext, ThePeakIsNeverBelowTheSummedCurrent) {
+  Counter a = counter(400, 450, 400, 0);
+  accumulate_context(a, counter(300, 320, 300, 0));
+  EXPECT_EQ(a.current, 700);
+  EXPECT_EQ(a.peak, 700);
+}
+
+TEST(AccumulateContext, EveryFieldOfADeviceIsAddedAndTheDeviceKept) {
+  DeviceStats a;
+  a.device = 1;
+  a.allocated_bytes.add(Pool::small, 512);
+  a.segment.add(Pool::large, 1);
+  a.alloc_calls = 3;
+  a.num_context_resets = 1;
+  a.free_blocks = 2;
+  DeviceStats b;
+  b.device = 1;
+  b.allocated_bytes.add(Pool::small, 256);
+  b.segment.add(Pool::large, 2);
+  b.alloc_calls = 4;
+  b.invalid_frees = 5;
+  b.free_blocks = 1;
+  accumulate_context(a, b);
+  EXPECT_EQ(a.device, 1);
+  EXPECT_EQ(a.allocated_bytes.all.current, 768);
+  EXPECT_EQ(a.allocated_bytes.pool[0].current, 768);
+  EXPECT_EQ(a.segment.pool[1].current, 3);
+  EXPECT_EQ(a.segment.all.allocated, 3u);
+  EXPECT_EQ(a.alloc_calls, 7u);
+  EXPECT_EQ(a.num_context_resets, 1u);
+  EXPECT_EQ(a.invalid_frees, 5u);
+  EXPECT_EQ(a.free_blocks, 3u);
+}
+
+}  // namespace
+}  // namespace luma::core
