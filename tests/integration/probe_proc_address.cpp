@@ -41,6 +41,7 @@ int main() {
       {"cuMemFree", 3020, 0},              {"cuMemFree", 3020, 2},
       {"cuMemGetInfo", 3020, 0},           {"cuMemAllocAsync", 11020, 0},
       {"cuMemAllocAsync", 11020, 2},       {"cuMemFreeAsync", 11020, 2},
+      {"cuMemFreeAsync", 11020, 0},        {"cuMemFreeAsync", 11010, 0},
       {"cuStreamCreate", 2000, 0},         {"cuStreamDestroy", 4000, 0},
       {"cuCtxSynchronize", 2000, 0},       {"cuInit", 2000, 0},
   };
