@@ -1,6 +1,7 @@
 // export_command.cpp - `luma export TRACE --format memviz|chrome|rmm|csv -o FILE`: writes
 // the run in a format other tools read. The output is written to FILE.tmp and renamed, so
-// a failed export never leaves a half-written FILE.
+// a failed export never leaves a half-written FILE. An output that names the input is
+// refused before anything is read or written.
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include "commands.h"
 #include "exports.h"
+#include "output_file.h"
 
 namespace luma::tools {
 
@@ -32,6 +34,7 @@ void add_export_command(CLI::App& app) {
   cmd->callback([o] {
     const std::string tmp = o->output + ".tmp";
     try {
+      core::check_outputs_distinct({o->input}, {o->output});
       RecordedRun run(o->input);
       {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

@@ -15,6 +15,7 @@
 
 #include "commands.h"
 #include "device_plan.h"
+#include "output_file.h"
 #include "plan_files.h"
 #include "plan_trace_input.h"
 #include "planner/lifetime_reader.h"
@@ -119,6 +120,15 @@ void plan_device_periodic(const PlanOptions& o, DevicePlan& dp, core::Strategy s
 }
 
 void run_plan(const PlanOptions& o) {
+  // Before anything is read: an output naming the input would destroy it.
+  std::vector<std::string> outputs;
+  for (const std::string* out : {&o.json, &o.csv, &o.svg})
+    if (!out->empty()) outputs.push_back(*out);
+  try {
+    core::check_outputs_distinct({o.input}, outputs);
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
   PlanInput input;
   try {
     input = read_input(o.input);

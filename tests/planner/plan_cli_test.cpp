@@ -131,4 +131,31 @@ TEST(PlanCli, BadInputExitsWith1AndSaysWhy) {
   }
 }
 
+// An output naming the input (directly, through a link, or spelt differently) is refused
+// before anything is written: the input is still there, byte for byte.
+TEST(PlanCli, RefusesToWriteOverItsInput) {
+  const std::string text = "id,lower,upper,size\n0,0,2,4\n1,1,3,8\n";
+  fs::path in = scratch("self.csv");
+  std::ofstream(in) << text;
+  fs::path link = scratch("self-link.csv");
+  fs::remove(link);
+  fs::create_symlink(in, link);
+  const std::string other_spelling = (in.parent_path() / "." / in.filename()).string();
+  for (const std::string option : {"-o", "--csv", "--svg"}) {
+    for (const std::string& out : {in.string(), link.string(), other_spelling}) {
+      LumaRun r = luma("plan " + in.string() + " " + option + " " + out);
+      EXPECT_EQ(r.code, 1) << option << " " << out << ": " << r.output;
+      EXPECT_NE(r.output.find("the output " + out + " is the input " + in.string()), std::string::npos)
+          << r.output;
+      EXPECT_EQ(slurp(in), text) << option << " " << out;
+      EXPECT_TRUE(fs::is_symlink(link));
+    }
+  }
+  // Two outputs naming one file are refused too.
+  fs::path twice = scratch("twice.out");
+  LumaRun r = luma("plan " + in.string() + " -o " + twice.string() + " --csv " + twice.string());
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("are the same file"), std::string::npos) << r.output;
+}
+
 }  // namespace

@@ -14,6 +14,8 @@ End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
              that fits the terminal and is erased at the end; none with stderr in a file,
              none for a small trace
   errors     exit statuses and messages: usage 2, bad input 1 with the byte offset
+  no_overwrite  an export refuses an output that is its input (a link, a hard link, another
+             spelling), before writing anything
 --update rewrites the expected outputs (review the diff before committing it).
 """
 import fcntl
@@ -225,6 +227,27 @@ def case_progress():
     assert status == 0 and b"[" not in tty and b"%" not in tty, tty
 
 
+def case_no_overwrite():
+    golden = open(os.path.join(DATA, "golden_small.trace"), "rb").read()
+    same = os.path.join(WORK, "same.trace")
+    open(same, "wb").write(golden)
+    link = os.path.join(WORK, "same-link.trace")
+    if os.path.lexists(link):
+        os.remove(link)
+    os.symlink(same, link)
+    hard = os.path.join(WORK, "same-hard.trace")
+    if os.path.lexists(hard):
+        os.remove(hard)
+    os.link(same, hard)
+    spelt = os.path.join(WORK, ".", "..", os.path.basename(WORK), "same.trace")
+    for out in (same, link, hard, spelt):
+        p = run("export", same, "-f", "csv", "--device", "0", "-o", out, expect=1)
+        assert "the output %s is the input %s" % (out, same) in p.stderr, p.stderr
+        assert open(same, "rb").read() == golden, "the input was written over through " + out
+    assert os.path.islink(link)
+
+
 {"golden": case_golden, "callsites": case_callsites, "stats": case_stats, "exports": case_exports,
- "allocator": case_allocator, "errors": case_errors, "progress": case_progress}[CASE]()
+ "allocator": case_allocator, "errors": case_errors, "progress": case_progress,
+ "no_overwrite": case_no_overwrite}[CASE]()
 print("ok:", CASE)
