@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "output_file.h"
+
 namespace luma::core {
 namespace {
 
@@ -335,11 +337,8 @@ std::string format_plan_file(const PlanFile& plan) {
 }
 
 void write_plan_file(const std::string& path, const PlanFile& plan) {
-  const std::string text = format_plan_file(plan);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) throw std::runtime_error(path + ": cannot write the plan JSON");
+  // Through a temporary and a rename: a failed write never leaves half a plan.
+  write_output_file(path, format_plan_file(plan));
 }
 
 }  // namespace luma::core

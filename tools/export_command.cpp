@@ -1,9 +1,9 @@
 // export_command.cpp - `luma export TRACE --format memviz|chrome|rmm|csv -o FILE`: writes
-// the run in a format other tools read. The output is written to FILE.tmp and renamed, so
-// a failed export never leaves a half-written FILE. An output that names the input is
-// refused before anything is read or written.
+// the run in a format other tools read. FILE is written through core::OutputFile (a
+// temporary renamed over it), so a failed export never leaves a half-written FILE and
+// never touches what was there; `-o -` writes to standard output. An output that names
+// the input is refused before anything is read or written.
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,35 +29,28 @@ void add_export_command(CLI::App& app) {
                   "rmm (RMM log CSV), csv (planner lifetimes id,lower,upper,size)")
       ->required()
       ->check(CLI::IsMember({"memviz", "chrome", "rmm", "csv"}));
-  cmd->add_option("-o,--output", o->output, "the file to write")->required();
+  cmd->add_option("-o,--output", o->output, "the file to write (-: standard output)")->required();
   cmd->add_option("--device", o->device, "csv: the device whose buffers to write");
   cmd->callback([o] {
-    const std::string tmp = o->output + ".tmp";
     try {
       core::check_outputs_distinct({o->input}, {o->output});
       RecordedRun run(o->input);
-      {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw std::runtime_error(o->output + ": cannot write");
-        if (o->format == "memviz") {
-          std::unique_ptr<Symbolizer> sym;
-          if (!run.header().mappings.empty())
-            sym = std::make_unique<Symbolizer>(run.header().mappings);
-          export_memviz(run, out, sym.get());
-        } else if (o->format == "chrome") {
-          export_chrome(run, out);
-        } else if (o->format == "rmm") {
-          export_rmm(run, out);
-        } else {
-          export_lifetimes_csv(run, out, o->device);
-        }
-        out.flush();
-        if (!out) throw std::runtime_error(o->output + ": write failed");
+      core::OutputFile file(o->output);
+      std::ostream& out = file.stream();
+      if (o->format == "memviz") {
+        std::unique_ptr<Symbolizer> sym;
+        if (!run.header().mappings.empty())
+          sym = std::make_unique<Symbolizer>(run.header().mappings);
+        export_memviz(run, out, sym.get());
+      } else if (o->format == "chrome") {
+        export_chrome(run, out);
+      } else if (o->format == "rmm") {
+        export_rmm(run, out);
+      } else {
+        export_lifetimes_csv(run, out, o->device);
       }
-      if (std::rename(tmp.c_str(), o->output.c_str()) != 0)
-        throw std::runtime_error(o->output + ": cannot rename " + tmp + " to it");
+      file.commit();
     } catch (const std::exception& e) {
-      std::remove(tmp.c_str());
       std::fprintf(stderr, "luma export: %s\n", e.what());
       throw ExitCode{kExitFailure};
     }

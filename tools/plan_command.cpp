@@ -122,8 +122,11 @@ void plan_device_periodic(const PlanOptions& o, DevicePlan& dp, core::Strategy s
 void run_plan(const PlanOptions& o) {
   // Before anything is read: an output naming the input would destroy it.
   std::vector<std::string> outputs;
-  for (const std::string* out : {&o.json, &o.csv, &o.svg})
-    if (!out->empty()) outputs.push_back(*out);
+  for (const std::string* out : {&o.json, &o.csv, &o.svg}) {
+    if (out->empty()) continue;
+    if (*out == "-") fail("-: luma plan prints its table on standard output; name a file to write");
+    outputs.push_back(*out);
+  }
   try {
     core::check_outputs_distinct({o.input}, outputs);
   } catch (const std::exception& e) {

@@ -1,14 +1,15 @@
 // plan_csv.cpp - MiniMalloc's output: the input rows with an offset column
 // (`id,lower,upper,size,offset`), plus a device column when the plan covers several.
-#include <fstream>
 #include <stdexcept>
 
+#include "output_file.h"
 #include "plan_files.h"
 
 namespace luma::tools {
 
 void write_plan_csv(const std::string& path, const std::vector<DevicePlan>& plans) {
-  std::ofstream out(path);
+  core::OutputFile file(path);  // a failed write leaves no half-written CSV
+  std::ostream& out = file.stream();
   bool several = plans.size() > 1;
   out << "id,lower,upper,size,offset" << (several ? ",device" : "") << '\n';
   for (const DevicePlan& dp : plans) {
@@ -20,8 +21,7 @@ void write_plan_csv(const std::string& path, const std::vector<DevicePlan>& plan
       out << '\n';
     }
   }
-  out.flush();
-  if (!out) throw std::runtime_error(path + ": cannot write the plan CSV");
+  file.commit();
 }
 
 }  // namespace luma::tools

@@ -3,11 +3,11 @@
 // largest buffers so the file stays viewable.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <numeric>
 #include <stdexcept>
 #include <string>
 
+#include "output_file.h"
 #include "plan_files.h"
 
 namespace luma::tools {
@@ -26,7 +26,8 @@ std::string num(double v) {
 }  // namespace
 
 void write_plan_svg(const std::string& path, const std::vector<DevicePlan>& plans) {
-  std::ofstream out(path);
+  core::OutputFile file(path);  // a failed write leaves no half-written SVG
+  std::ostream& out = file.stream();
   double panel = kHeight + 2 * kMargin + kGapBetweenPanels;
   double total_h = panel * static_cast<double>(std::max<std::size_t>(plans.size(), 1));
   out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(kWidth + 2 * kMargin)
@@ -85,8 +86,7 @@ void write_plan_svg(const std::string& path, const std::vector<DevicePlan>& plan
         << ") rotate(-90)\" text-anchor=\"middle\">offset (bytes)</text>\n";
   }
   out << "</svg>\n";
-  out.flush();
-  if (!out) throw std::runtime_error(path + ": cannot write the plan SVG");
+  file.commit();
 }
 
 }  // namespace luma::tools

@@ -158,4 +158,32 @@ TEST(PlanCli, RefusesToWriteOverItsInput) {
   EXPECT_NE(r.output.find("are the same file"), std::string::npos) << r.output;
 }
 
+// The plan files go through a temporary and a rename: a link as the output keeps being a
+// link (its target gets the plan), and a file named like the old fixed temporary is left
+// alone.
+TEST(PlanCli, WritesThroughLinksAndLeavesOtherFilesAlone) {
+  fs::path in = scratch("in.csv");
+  std::ofstream(in) << "id,lower,upper,size\n0,0,2,4\n1,1,3,8\n";
+  fs::path target = scratch("target.json"), link = scratch("link.json"), mine = scratch("link.json.tmp");
+  fs::remove(target);
+  fs::remove(link);
+  std::ofstream(target) << "old";
+  fs::create_symlink(target, link);
+  std::ofstream(mine) << "mine";
+  fs::path csv = scratch("plan-out.csv");
+  std::ofstream(csv) << "old csv, longer than nothing";
+  LumaRun r = luma("plan " + in.string() + " -o " + link.string() + " --csv " + csv.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(nlohmann::json::parse(slurp(target))["devices"][0]["arena"], 12);
+  EXPECT_EQ(slurp(mine), "mine");
+  EXPECT_EQ(slurp(csv).substr(0, 26), "id,lower,upper,size,offset");
+  // No temporary is left behind in the folder.
+  for (const auto& entry : fs::directory_iterator(in.parent_path()))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
+  // Standard output is the table's: `-o -` is refused.
+  r = luma("plan " + in.string() + " -o -");
+  EXPECT_EQ(r.code, 1) << r.output;
+}
+
 }  // namespace

@@ -16,6 +16,8 @@ End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
   errors     exit statuses and messages: usage 2, bad input 1 with the byte offset
   no_overwrite  an export refuses an output that is its input (a link, a hard link, another
              spelling), before writing anything
+  outputs    an export follows a link to its target, leaves a user's FILE.tmp alone, writes
+             to standard output (-, /dev/stdout) and a FIFO, leaves nothing when it fails
 --update rewrites the expected outputs (review the diff before committing it).
 """
 import fcntl
@@ -247,7 +249,49 @@ def case_no_overwrite():
     assert os.path.islink(link)
 
 
+def case_outputs():
+    want = run("export", "golden_small.trace", "-f", "csv", "--device", "0", "-o", "-").stdout
+    assert want.startswith("id,lower,upper,size"), want
+    assert run("export", "golden_small.trace", "-f", "csv", "--device", "0",
+               "-o", "/dev/stdout").stdout == want
+
+    # A link as the output: its target gets the export, the link stays a link.
+    target = os.path.join(WORK, "target.csv")
+    open(target, "w").write("old")
+    out_link = os.path.join(WORK, "out-link.csv")
+    if os.path.lexists(out_link):
+        os.remove(out_link)
+    os.symlink(target, out_link)
+    # The user's own OUTPUT.tmp is not the exporter's scratch space.
+    mine = out_link + ".tmp"
+    open(mine, "w").write("mine")
+    run("export", "golden_small.trace", "-f", "csv", "--device", "0", "-o", out_link)
+    assert os.path.islink(out_link), "the link was replaced by a file"
+    assert open(target).read() == want
+    assert open(mine).read() == "mine", "the user's .tmp file was overwritten"
+
+    # A FIFO is written, not replaced.
+    fifo = os.path.join(WORK, "out.fifo")
+    if os.path.lexists(fifo):
+        os.remove(fifo)
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", fifo], stdout=subprocess.PIPE, text=True)
+    run("export", "golden_small.trace", "-f", "csv", "--device", "0", "-o", fifo)
+    assert reader.communicate(timeout=60)[0] == want
+    assert os.path.exists(fifo) and not os.path.isfile(fifo)
+
+    # A failed export leaves no temporary behind, and the old output as it was.
+    old = os.path.join(WORK, "kept.csv")
+    open(old, "w").write("kept")
+    run("export", "golden_small.trace", "-f", "csv", "-o", old, expect=1)  # two devices
+    assert open(old).read() == "kept"
+    left = [n for n in os.listdir(WORK) if ".tmp-" in n]
+    assert not left, left
+    p = run("export", "golden_small.trace", "-f", "csv", "--device", "0", "-o", WORK, expect=1)
+    assert "is a directory" in p.stderr, p.stderr
+
+
 {"golden": case_golden, "callsites": case_callsites, "stats": case_stats, "exports": case_exports,
  "allocator": case_allocator, "errors": case_errors, "progress": case_progress,
- "no_overwrite": case_no_overwrite}[CASE]()
+ "no_overwrite": case_no_overwrite, "outputs": case_outputs}[CASE]()
 print("ok:", CASE)
