@@ -3,7 +3,9 @@
 // {segments, device_traces, allocator_settings}. Segments and their blocks are the state
 // at the end of the trace; device_traces list every event per device. One pass for the
 // final state, one per device for its trace, so memory stays in proportion to the live
-// state, not to the number of events.
+// state, not to the number of events. An RMM log has no completion events (its frees are
+// immediate), so it gets a free_completed right after each free_requested: PyTorch's
+// viewer frees a block only at free / free_completed.
 #include <map>
 #include <set>
 #include <sstream>
@@ -71,6 +73,7 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym) {
   std::map<std::uint64_t, Segment> segments;
   std::map<std::uint64_t, Block> blocks;
   std::set<int> devices;
+  const bool add_completions = run.frees_complete_at_once();
   run.read([&](const core::TraceEvent& e) {
     devices.insert(e.device);
     switch (e.kind) {
@@ -86,6 +89,7 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym) {
       default: break;
     }
   });
+  if (add_completions) std::erase_if(blocks, [](const auto& b) { return b.second.pending; });
   for (const auto& d : run.header().devices) devices.insert(static_cast<int>(d.index));
 
   PickleWriter p(out);
@@ -157,14 +161,19 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym) {
             if (e.device != d) return;
             const std::string_view a = action(e.kind);
             if (a.empty()) return;
-            p.begin_dict();
-            p.text("action"); p.text(a);
-            p.text("addr"); p.unsigned_integer(e.address);
-            p.text("size"); p.unsigned_integer(e.kind == core::EventKind::oom ? e.requested : e.size);
-            p.text("stream"); p.unsigned_integer(e.stream);
-            p.text("time_us"); p.unsigned_integer(e.time_ns / 1000);
-            p.text("frames"); frames(p, run, sym, e.stack);
-            p.end_dict();
+            auto entry = [&](std::string_view name) {
+              p.begin_dict();
+              p.text("action"); p.text(name);
+              p.text("addr"); p.unsigned_integer(e.address);
+              p.text("size"); p.unsigned_integer(e.kind == core::EventKind::oom ? e.requested : e.size);
+              p.text("stream"); p.unsigned_integer(e.stream);
+              p.text("time_us"); p.unsigned_integer(e.time_ns / 1000);
+              p.text("frames"); frames(p, run, sym, e.stack);
+              p.end_dict();
+            };
+            entry(a);
+            if (e.kind == core::EventKind::free_requested && add_completions)
+              entry(action(core::EventKind::free_completed));
           },
           false);
     }

@@ -24,6 +24,9 @@ class RecordedRun {
   // For RMM logs: only what a log has (no pid, host or devices; device 0).
   const core::TraceHeader& header() const noexcept;
   bool closed_cleanly() const noexcept;
+  // An RMM log has no completion events: its frees complete as they are made. (luma's
+  // allocator records every completion, so a trace's free without one is still pending.)
+  bool frees_complete_at_once() const noexcept { return !trace_; }
 
   // Reads every event in order; shows a progress bar when stderr is a terminal.
   core::TraceReadSummary read(const core::TraceReader::EventFn& on_event,

@@ -14,6 +14,8 @@ End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
              that fits the terminal and is erased at the end; none with stderr in a file,
              none for a small trace
   errors     exit statuses and messages: usage 2, bad input 1 with the byte offset
+  rmm_frees  the memviz snapshot of an RMM log (no completion events) frees its blocks the
+             way PyTorch's viewer replays them: at free_completed; a trace's are its own
   no_overwrite  an export refuses an output that is its input (a link, a hard link, another
              spelling), before writing anything
   outputs    an export follows a link to its target, leaves a user's FILE.tmp alone, writes
@@ -291,7 +293,44 @@ def case_outputs():
     assert "is a directory" in p.stderr, p.stderr
 
 
+def viewer_live_bytes(snapshot_path, device=0):
+    """Bytes live at the end of the device's trace as PyTorch's memory viewer replays it
+    (process_alloc_data: a block is allocated at alloc and freed only at free or
+    free_completed)."""
+    snap = check_memviz.check(snapshot_path)
+    live = {}
+    for e in snap["device_traces"][device]:
+        if e["action"] == "alloc":
+            live[e["addr"]] = e["size"]
+        elif e["action"] in ("free", "free_completed"):
+            live.pop(e["addr"], None)
+    return sum(live.values())
+
+
+def case_rmm_frees():
+    out = os.path.join(WORK, "rmm.pickle")
+    run("export", "golden_rmm.csv", "-f", "memviz", "-o", out)
+    trace = check_memviz.check(out)["device_traces"][0]
+    actions = [e["action"] for e in trace]
+    for i, a in enumerate(actions):
+        if a == "free_requested":
+            assert actions[i + 1] == "free_completed" and trace[i + 1]["addr"] == trace[i]["addr"], trace
+    # golden_rmm.csv frees its 1024 and 4096 bytes; 512 + 65536 stay allocated.
+    assert viewer_live_bytes(out) == 512 + 65536, viewer_live_bytes(out)
+    final = json.loads(run("stats", "--json", "golden_rmm.csv").stdout)["runs"][0]["devices"][0]
+    assert viewer_live_bytes(out) == final["final_allocated_bytes"], final
+    # No block of the final state is still waiting for a completion that never comes.
+    snap = check_memviz.check(out)
+    states = [b["state"] for s in snap["segments"] for b in s["blocks"]]
+    assert "active_pending_free" not in states, states
+    # A luma trace records its own completions (one of golden_small's frees is still
+    # pending at the end): none are added.
+    run("export", "golden_small.trace", "-f", "memviz", "-o", os.path.join(WORK, "small.pickle"))
+    small = [e["action"] for e in check_memviz.check(os.path.join(WORK, "small.pickle"))["device_traces"][0]]
+    assert small.count("free_requested") == 3 and small.count("free_completed") == 2, small
+
+
 {"golden": case_golden, "callsites": case_callsites, "stats": case_stats, "exports": case_exports,
  "allocator": case_allocator, "errors": case_errors, "progress": case_progress,
- "no_overwrite": case_no_overwrite, "outputs": case_outputs}[CASE]()
+ "no_overwrite": case_no_overwrite, "outputs": case_outputs, "rmm_frees": case_rmm_frees}[CASE]()
 print("ok:", CASE)
