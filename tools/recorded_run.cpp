@@ -1,6 +1,8 @@
 // recorded_run.cpp - opening a trace or an RMM log. An RMM log goes through the planner's
 // RmmLogReader (one reader of that format in the project); its lifetimes are turned back
-// into alloc / free events at their row indices, which are then the events' times.
+// into alloc / free events at their row indices, which are then the events' times, and its
+// "allocate failure" rows into oom events. Whether a buffer was freed comes from the
+// reader, not from its lifetime (a free on the last row and no free end at the same time).
 // Pointers, threads and streams are not kept by that reader, so an RMM input has neither.
 #include "recorded_run.h"
 
@@ -39,45 +41,53 @@ RecordedRun::RecordedRun(const std::string& path) : path_(path) {
                              std::string(rmm.expected_start()) + "')");
   format_ = "RMM log";
   std::ifstream in(path, std::ios::binary);
-  std::vector<core::Lifetime> lifetimes;
+  core::RmmLog log;
   try {
-    lifetimes = rmm.read(in, path);
+    log = rmm.read_log(in, path);
   } catch (const core::PlanInputError& e) {
     throw std::runtime_error(e.what());
   }
   rmm_header_.command_line = {path};
-  rmm_events_.reserve(lifetimes.size() * 2);
-  // Every row index 0..T-1 holds exactly one event: an alloc at some lower, or a free at
-  // some upper < T; a buffer never freed has upper == T. With m the largest upper and f
-  // the buffers whose upper is below m, the buffers at m were never freed iff T = m,
-  // i.e. m == n + f (n allocs and f frees fill 0..m-1).
-  std::uint64_t m = 0;
-  for (const auto& lt : lifetimes) m = std::max(m, lt.upper);
-  std::uint64_t below = 0;
-  for (const auto& lt : lifetimes) below += lt.upper < m ? 1 : 0;
-  const std::uint64_t end = m == lifetimes.size() + below ? m : m + 1;
-  for (std::size_t i = 0; i < lifetimes.size(); ++i) {
-    const auto& lt = lifetimes[i];
+  // The events in row order: each allocate/free row's time is its index among those rows;
+  // an "allocate failure" row came just before the row of its time, so it sorts first.
+  struct Placed {
+    std::uint64_t time;
+    int order;  // 0: a failure, 1: the allocate/free row of that time
+    core::TraceEvent event;
+  };
+  std::vector<Placed> placed;
+  placed.reserve(log.lifetimes.size() * 2 + log.failures.size());
+  for (std::size_t i = 0; i < log.lifetimes.size(); ++i) {
+    const auto& lt = log.lifetimes[i];
     core::TraceEvent a;
     a.kind = core::EventKind::alloc;
-    a.seq = lt.lower;
-    a.time_ns = lt.lower;
     a.address = i;  // a buffer number stands in for the pointer
     a.size = lt.size;
     a.requested = lt.size;
-    rmm_events_.push_back(a);
-    if (lt.upper < end) {
+    placed.push_back({lt.lower, 1, a});
+    if (log.freed[i]) {  // the reader says so: a buffer freed on the last row is freed too
       core::TraceEvent f = a;
       f.kind = core::EventKind::free_requested;
-      f.seq = lt.upper;
-      f.time_ns = lt.upper;
       f.requested = 0;
-      rmm_events_.push_back(f);
+      placed.push_back({lt.upper, 1, f});
     }
   }
-  std::stable_sort(rmm_events_.begin(), rmm_events_.end(),
-                   [](const auto& x, const auto& y) { return x.seq < y.seq; });
-  for (std::size_t i = 0; i < rmm_events_.size(); ++i) rmm_events_[i].index = i;
+  for (const core::RmmFailure& failure : log.failures) {
+    core::TraceEvent o;
+    o.kind = core::EventKind::oom;
+    o.requested = failure.size;
+    placed.push_back({failure.time, 0, o});
+  }
+  std::stable_sort(placed.begin(), placed.end(), [](const Placed& x, const Placed& y) {
+    return x.time != y.time ? x.time < y.time : x.order < y.order;
+  });
+  rmm_events_.reserve(placed.size());
+  for (std::size_t i = 0; i < placed.size(); ++i) {
+    core::TraceEvent e = placed[i].event;
+    e.index = e.seq = i;
+    e.time_ns = placed[i].time;
+    rmm_events_.push_back(e);
+  }
 }
 
 RecordedRun::~RecordedRun() = default;

@@ -23,7 +23,12 @@ bool RmmLogReader::accepts(std::string_view head) const {
 }
 
 std::vector<Lifetime> RmmLogReader::read(std::istream& in, const std::string& source) const {
-  std::vector<Lifetime> lifetimes;
+  return read_log(in, source).lifetimes;
+}
+
+RmmLog RmmLogReader::read_log(std::istream& in, const std::string& source) const {
+  RmmLog log;
+  std::vector<Lifetime>& lifetimes = log.lifetimes;
   std::unordered_map<std::uint64_t, std::size_t> live;  // pointer -> index in lifetimes
   std::string line;
   std::size_t line_no = 0;
@@ -43,14 +48,18 @@ std::vector<Lifetime> RmmLogReader::read(std::istream& in, const std::string& so
     auto f = text::split_commas(view);
     if (f.size() != 6) fail("expected 6 fields, found " + std::to_string(f.size()));
     std::string_view action = f[2];
-    if (action == "allocate failure") continue;  // nothing was handed out
-    if (action != "allocate" && action != "free")
+    const bool failure = action == "allocate failure";
+    if (!failure && action != "allocate" && action != "free")
       fail("unknown action '" + std::string(action) +
            "' (expected allocate, free or allocate failure)");
-    auto pointer = text::parse_u64(f[3], /*allow_hex=*/true);
-    if (!pointer) fail("pointer is not a number: '" + std::string(f[3]) + "'");
     auto size = text::parse_u64(f[4]);
     if (!size) fail("size is not an unsigned integer: '" + std::string(f[4]) + "'");
+    if (failure) {  // nothing was handed out: no lifetime, no time; any size may be refused
+      log.failures.push_back({time, *size});
+      continue;
+    }
+    auto pointer = text::parse_u64(f[3], /*allow_hex=*/true);
+    if (!pointer) fail("pointer is not a number: '" + std::string(f[3]) + "'");
     if (*size > (std::uint64_t{1} << 62)) fail("size is implausibly large");
     if (action == "allocate") {
       if (live.count(*pointer))
@@ -63,10 +72,12 @@ std::vector<Lifetime> RmmLogReader::read(std::istream& in, const std::string& so
       lt.alignment = planner::kRmmAlignment;
       live.emplace(*pointer, lifetimes.size());
       lifetimes.push_back(std::move(lt));
+      log.freed.push_back(false);
     } else {
       auto it = live.find(*pointer);
       if (it == live.end()) fail("free of unknown pointer " + std::string(f[3]));
       lifetimes[it->second].upper = time;
+      log.freed[it->second] = true;
       live.erase(it);
     }
     ++time;
@@ -74,7 +85,8 @@ std::vector<Lifetime> RmmLogReader::read(std::istream& in, const std::string& so
   if (line_no == 0) throw PlanInputError(source + ": empty file");
   // Never freed: live to the end of the log (one past the last event).
   for (const auto& [pointer, index] : live) lifetimes[index].upper = time;
-  return lifetimes;
+  log.rows = time;
+  return log;
 }
 
 }  // namespace luma::core

@@ -2,7 +2,10 @@
 // the errors for malformed input (each must name the source and the line).
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "planner/lifetime_reader.h"
+#include "planner/rmm_log_reader.h"
 
 namespace luma::core {
 namespace {
@@ -66,6 +69,32 @@ TEST(RmmLog, LifetimesFromEventIndices) {
   EXPECT_EQ(lts[2].upper, 4u);
   EXPECT_EQ(lts[2].size, 2048u);
   EXPECT_EQ(lts[0].alignment, 256u);
+}
+
+TEST(RmmLog, ReadLogTellsFreedOnTheLastRowFromNeverFreedAndKeepsFailures) {
+  std::istringstream in(
+      "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,t,allocate,0x100,1024,0x0\n"
+      "1,t,allocate,0x200,512,0x0\n"
+      "1,t,allocate failure,0x0,18446744073709551615,0x0\n"  // any size may be refused
+      "1,t,free,0x100,1024,0x0\n"
+      "1,t,allocate failure,0x0,4096,0x0\n");
+  const RmmLog log = RmmLogReader().read_log(in, "in.csv");
+  ASSERT_EQ(log.lifetimes.size(), 2u);
+  EXPECT_EQ(log.rows, 3u);
+  EXPECT_EQ(log.lifetimes[0].upper, 2u);
+  EXPECT_EQ(log.lifetimes[1].upper, 3u);
+  EXPECT_EQ(log.freed, (std::vector<bool>{true, false}));
+  ASSERT_EQ(log.failures.size(), 2u);
+  EXPECT_EQ(log.failures[0].time, 2u);  // before the free (row time 2)
+  EXPECT_EQ(log.failures[0].size, ~std::uint64_t{0});
+  EXPECT_EQ(log.failures[1].time, 3u);  // after the last row
+  EXPECT_EQ(log.failures[1].size, 4096u);
+  // The last row's free ends its buffer at the same time as a buffer never freed: only
+  // `freed` tells them apart.
+  std::istringstream last("Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x1,256,0x0\n"
+                          "1,t,free,0x1,256,0x0\n");
+  EXPECT_EQ(RmmLogReader().read_log(last, "in.csv").freed, std::vector<bool>{true});
 }
 
 TEST(RmmLog, FreeOfUnknownPointerNamesTheLine) {

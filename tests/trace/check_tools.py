@@ -18,6 +18,8 @@ End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
              way PyTorch's viewer replays them: at free_completed; a trace's are its own
   no_overwrite  an export refuses an output that is its input (a link, a hard link, another
              spelling), before writing anything
+  rmm_rows   an RMM log's free on its last row and its allocate failure rows survive
+             `luma stats` and an export to RMM and back
   outputs    an export follows a link to its target, leaves a user's FILE.tmp alone, writes
              to standard output (-, /dev/stdout) and a FIFO, leaves nothing when it fails
 --update rewrites the expected outputs (review the diff before committing it).
@@ -330,7 +332,28 @@ def case_rmm_frees():
     assert small.count("free_requested") == 3 and small.count("free_completed") == 2, small
 
 
+def case_rmm_rows():
+    log = os.path.join(WORK, "last_free.csv")
+    open(log, "w").write("Thread,Time,Action,Pointer,Size,Stream\n"
+                         "1,00:00:00.000001,allocate,0x1000,4096,0x0\n"
+                         "1,00:00:00.000002,free,0x1000,4096,0x0\n")
+    d = json.loads(run("stats", "--json", log).stdout)["runs"][0]["devices"][0]
+    assert d["frees"] == 1 and d["final_allocated_bytes"] == 0, d
+    # A trace with an out-of-memory event and frees, through an RMM log and back.
+    want = json.loads(run("stats", "--json", "golden_small.trace").stdout)["runs"][0]["devices"]
+    rmm = os.path.join(WORK, "small.rmm.csv")
+    run("export", "golden_small.trace", "-f", "rmm", "-o", rmm)
+    got = json.loads(run("stats", "--json", rmm).stdout)["runs"][0]["devices"][0]
+    for key in ("ooms", "allocations", "frees", "allocated_bytes_total", "final_allocated_bytes"):
+        assert got[key] == sum(w[key] for w in want), (key, got[key], want)
+    assert got["ooms"] == 1, got
+    again = os.path.join(WORK, "small.rmm2.csv")
+    run("export", rmm, "-f", "rmm", "-o", again)
+    rows = lambda p: [line.split(",")[2] for line in open(p).read().splitlines()[1:]]
+    assert rows(again) == rows(rmm), (rows(rmm), rows(again))
+
+
 {"golden": case_golden, "callsites": case_callsites, "stats": case_stats, "exports": case_exports,
  "allocator": case_allocator, "errors": case_errors, "progress": case_progress,
- "no_overwrite": case_no_overwrite, "outputs": case_outputs, "rmm_frees": case_rmm_frees}[CASE]()
+ "no_overwrite": case_no_overwrite, "outputs": case_outputs, "rmm_frees": case_rmm_frees, "rmm_rows": case_rmm_rows}[CASE]()
 print("ok:", CASE)
