@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "exports.h"
+#include "utf8_text.h"
 
 namespace luma::tools {
 
@@ -21,7 +22,7 @@ void export_chrome(RecordedRun& run, std::ostream& out) {
   out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   std::string cmd = run.header().command_line.empty() ? run.path() : run.header().command_line[0];
   std::string escaped;
-  for (char c : cmd) {
+  for (char c : valid_utf8(cmd)) {  // JSON text is UTF-8: a Latin-1 name would break it
     if (c == '"' || c == '\\') escaped += '\\';
     if (static_cast<unsigned char>(c) >= 0x20) escaped += c;
   }

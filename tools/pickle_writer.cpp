@@ -5,6 +5,8 @@
 #include <bit>
 #include <cstring>
 
+#include "utf8_text.h"
+
 namespace luma::tools {
 
 namespace {
@@ -103,7 +105,9 @@ void PickleWriter::real(double v) {
   item_done();
 }
 
-void PickleWriter::text(std::string_view s) {
+void PickleWriter::text(std::string_view raw) {
+  // BINUNICODE is UTF-8: pickle.load raises on anything else (a path in Latin-1).
+  const std::string s = valid_utf8(raw);
   out_.put(BINUNICODE);
   put_le(out_, s.size(), 4);
   out_.write(s.data(), static_cast<std::streamsize>(s.size()));

@@ -148,7 +148,8 @@ void print_json(std::vector<Input>& inputs) {
         {"segment_reserves", t.segment_reserves},
         {"ooms", t.ooms},
         {"cache_absorbed", t.cache_absorbed}}}};
-  std::printf("%s\n", doc.dump(2).c_str());
+  // Names and paths from the trace may not be UTF-8: invalid bytes become U+FFFD.
+  std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
 void print_sites(Input& in, const char* title, const std::vector<CallSiteTotal>& sites) {

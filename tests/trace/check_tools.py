@@ -20,6 +20,9 @@ End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
              spelling), before writing anything
   rmm_rows   an RMM log's free on its last row and its allocate failure rows survive
              `luma stats` and an export to RMM and back
+  latin1     a trace whose program name and module paths are not UTF-8 (byte 0xE9) gives
+             valid JSON from `stats --json` and `export -f chrome`, and a pickle that loads,
+             with U+FFFD in place of the bad bytes
   outputs    an export follows a link to its target, leaves a user's FILE.tmp alone, writes
              to standard output (-, /dev/stdout) and a FIFO, leaves nothing when it fails
 --update rewrites the expected outputs (review the diff before committing it).
@@ -353,7 +356,29 @@ def case_rmm_rows():
     assert rows(again) == rows(rmm), (rows(rmm), rows(again))
 
 
+def case_latin1():
+    trace = os.path.join(WORK, "latin1.trace")
+    subprocess.run([MAKE_GOLDEN, "--latin1", trace], check=True)
+    p = subprocess.run([LUMA, "stats", "--json", trace], capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout.decode("utf-8"))  # strict: raises on invalid UTF-8
+    run0 = doc["runs"][0]
+    assert run0["command_line"] == ["./prog_\ufffd", "caf\ufffd", "\ufffd\ufffd\ufffd"], run0["command_line"]
+    files = [f["file"] for s in run0["devices"][0]["top_callsites_total"] for f in s["frames"]]
+    assert "/nonexistent/r\ufffdpertoire/app" in files, files
+    chrome = os.path.join(WORK, "latin1.json")
+    run("export", trace, "-f", "chrome", "-o", chrome)
+    names = [e["args"]["name"] for e in json.loads(open(chrome, "rb").read().decode("utf-8"))["traceEvents"]
+             if e["ph"] == "M"]
+    assert names == ["./prog_\ufffd (luma)"], names
+    pickle_path = os.path.join(WORK, "latin1.pickle")
+    run("export", trace, "-f", "memviz", "-o", pickle_path)
+    snap = check_memviz.check(pickle_path)  # pickle.loads: raises on invalid UTF-8
+    frames = [f["filename"] for e in snap["device_traces"][0] for f in e["frames"]]
+    assert "/nonexistent/r\ufffdpertoire/app" in frames, frames[:4]
+
+
 {"golden": case_golden, "callsites": case_callsites, "stats": case_stats, "exports": case_exports,
  "allocator": case_allocator, "errors": case_errors, "progress": case_progress,
- "no_overwrite": case_no_overwrite, "outputs": case_outputs, "rmm_frees": case_rmm_frees, "rmm_rows": case_rmm_rows}[CASE]()
+ "no_overwrite": case_no_overwrite, "outputs": case_outputs, "rmm_frees": case_rmm_frees, "rmm_rows": case_rmm_rows, "latin1": case_latin1}[CASE]()
 print("ok:", CASE)

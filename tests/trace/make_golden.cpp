@@ -5,6 +5,8 @@
 // The trace test compares its output with the committed files: a change of the format
 // shows up as a diff there. `make_golden --events N PATH` writes a plain trace of N
 // alloc/free events instead (large inputs for the tools' tests: the progress bar).
+// `make_golden --latin1 PATH` writes the stacks trace of a program whose name, argument
+// and module path hold the byte 0xE9 (Latin-1's e-acute), which is not UTF-8.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -73,8 +75,15 @@ bool small(const std::string& path) {
   return w->close();
 }
 
-bool stacks(const std::string& path) {
-  auto w = TraceWriter::open(path, golden_header(4), nullptr, {.prefault_thread = false});
+bool stacks(const std::string& path, bool latin1 = false) {
+  TraceHeader header = golden_header(4);
+  if (latin1) {
+    header.command_line = {"./prog_\xe9", "caf\xe9", "\xe9\xe9\xff"};
+    header.mappings =
+        "555555554000-555555556000 r--p 00000000 00:00 1 /nonexistent/r\xe9pertoire/app\n"
+        "555555556000-55555555a000 r-xp 00002000 00:00 1 /nonexistent/r\xe9pertoire/app\n";
+  }
+  auto w = TraceWriter::open(path, header, nullptr, {.prefault_thread = false});
   if (!w) return false;
   const std::vector<std::uint64_t> a = {0x555555557010, 0x555555557120, 0x555555558000};
   const std::vector<std::uint64_t> b = {0x555555557200, 0x555555558000};
@@ -123,8 +132,15 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (argc == 3 && std::string(argv[1]) == "--latin1") {
+    if (!stacks(argv[2], /*latin1=*/true)) {
+      std::fprintf(stderr, "make_golden: cannot write %s\n", argv[2]);
+      return 1;
+    }
+    return 0;
+  }
   if (argc != 2) {
-    std::fprintf(stderr, "usage: make_golden DIR | make_golden --events N PATH\n");
+    std::fprintf(stderr, "usage: make_golden DIR | make_golden --events N PATH | make_golden --latin1 PATH\n");
     return 2;
   }
   const std::string dir = argv[1];
