@@ -4,11 +4,13 @@
 // each device's repeating period is found and the warm-up plus one period is planned
 // (core/planner/periodic.h); a device without one is an error (exit 1).
 #include <fmt/core.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +40,27 @@ struct PlanOptions {
   bool periodic = false;
 };
 
+struct PlanInput {
+  std::vector<core::Lifetime> lifetimes;
+  std::vector<std::uint64_t> requested;  // parallel to lifetimes; empty when unknown
+  std::optional<core::RunFingerprint> fingerprint;
+};
+
+// The input's bytes when it is not a regular file (a pipe: `luma plan <(zcat x.csv.gz)`):
+// read once, since the format check would otherwise consume what the reader needs.
+// nullopt for a regular file, which the readers open themselves.
+std::optional<std::string> read_unless_regular(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;  // the reader names the error
+  if (S_ISDIR(st.st_mode)) throw core::PlanInputError(path + ": is a directory");
+  if (S_ISREG(st.st_mode)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw core::PlanInputError(path + ": cannot open the file");
+  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) throw core::PlanInputError(path + ": read error");
+  return bytes;
+}
+
 // A luma trace carries what replay needs beyond lifetimes (requested bytes, fingerprint).
 bool is_luma_trace(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -46,22 +69,24 @@ bool is_luma_trace(const std::string& path) {
   return core::trace::has_trace_magic(std::string_view(head, static_cast<std::size_t>(in.gcount())));
 }
 
-struct PlanInput {
-  std::vector<core::Lifetime> lifetimes;
-  std::vector<std::uint64_t> requested;  // parallel to lifetimes; empty when unknown
-  std::optional<core::RunFingerprint> fingerprint;
-};
-
 PlanInput read_input(const std::string& path) {
   PlanInput in;
-  if (is_luma_trace(path)) {
-    core::RecordedRun run = core::read_recorded_run(path);
-    in.lifetimes = std::move(run.lifetimes);
-    in.requested = std::move(run.requested);
-    in.fingerprint = std::move(run.fingerprint);
+  std::optional<std::string> bytes = read_unless_regular(path);
+  core::RecordedRun run;
+  if (bytes && core::trace::has_trace_magic(std::string_view(*bytes).substr(0, 16))) {
+    run = core::read_recorded_run_bytes(std::move(*bytes), path);
+  } else if (bytes) {
+    in.lifetimes = core::read_lifetimes_text(*bytes, path, core::builtin_readers());
+    return in;
+  } else if (is_luma_trace(path)) {
+    run = core::read_recorded_run(path);
   } else {
     in.lifetimes = core::read_lifetimes_file(path, core::builtin_readers());
+    return in;
   }
+  in.lifetimes = std::move(run.lifetimes);
+  in.requested = std::move(run.requested);
+  in.fingerprint = std::move(run.fingerprint);
   return in;
 }
 

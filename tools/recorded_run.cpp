@@ -6,6 +6,8 @@
 // Pointers, threads and streams are not kept by that reader, so an RMM input has neither.
 #include "recorded_run.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <fstream>
 #include <stdexcept>
@@ -17,6 +19,12 @@
 namespace luma::tools {
 
 RecordedRun::RecordedRun(const std::string& path) : path_(path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) throw std::runtime_error(path + ": is a directory");
+    // A trace is read by mapping it, and twice by the exports; a pipe allows neither.
+    throw std::runtime_error(path + ": not a regular file (a pipe or a device); save it to a file first");
+  }
   std::string head(core::kHeadBytes, '\0');
   {
     std::ifstream in(path, std::ios::binary);

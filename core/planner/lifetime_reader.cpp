@@ -1,7 +1,10 @@
 // lifetime_reader.cpp - format detection by content and dispatch to the matching reader.
 #include "planner/lifetime_reader.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "planner/csv_reader.h"
@@ -37,6 +40,16 @@ const LifetimeReader& pick_reader(std::string_view head, const std::string& sour
 
 std::vector<Lifetime> read_lifetimes_file(
     const std::string& path, const std::vector<std::unique_ptr<LifetimeReader>>& readers) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) throw PlanInputError(path + ": is a directory");
+    // A pipe or a device can be read only once: the format check must not consume it.
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw PlanInputError(path + ": cannot open the file");
+    std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (in.bad()) throw PlanInputError(path + ": read error");
+    return read_lifetimes_text(text, path, readers);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw PlanInputError(path + ": cannot open the file");
   std::string head(kHeadBytes, '\0');

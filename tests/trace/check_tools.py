@@ -148,6 +148,15 @@ def case_errors():
     p = run("export", bad, "--format", "chrome", "-o", os.path.join(WORK, "x.json"), expect=1)
     assert "at byte %d" % (4096 + 24 * 3) in p.stderr, p.stderr
     assert not os.path.exists(os.path.join(WORK, "x.json")), "a failed export left its file"
+    # A directory, a FIFO: said so, not "empty file" or "read error".
+    p = run("stats", WORK, expect=1)
+    assert WORK + ": is a directory" in p.stderr, p.stderr
+    fifo = os.path.join(WORK, "in.fifo")
+    if os.path.lexists(fifo):
+        os.remove(fifo)
+    os.mkfifo(fifo)
+    p = run("export", fifo, "-f", "rmm", "-o", os.path.join(WORK, "z.csv"), expect=1)
+    assert fifo + ": not a regular file" in p.stderr, p.stderr
     p = run("export", "golden_small.trace", "--format", "csv", "-o", os.path.join(WORK, "y.csv"),
             expect=1)
     assert "--device" in p.stderr, p.stderr
