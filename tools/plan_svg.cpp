@@ -17,6 +17,23 @@ namespace {
 constexpr double kWidth = 1000, kHeight = 500, kMargin = 70, kGapBetweenPanels = 40;
 constexpr std::size_t kMaxRects = 100000;  // beyond this a viewer crawls
 
+// Text inside an element: a buffer id is the input's own text and may hold < & " '.
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", v);
@@ -48,7 +65,7 @@ void write_plan_svg(const std::string& path, const std::vector<DevicePlan>& plan
     auto x = [&](std::uint64_t t) { return kMargin + static_cast<double>(t - t0) / span_t * kWidth; };
     auto y = [&](std::uint64_t off) { return top + kHeight - static_cast<double>(off) / span_y * kHeight; };
     out << "<text x=\"" << num(kMargin) << "\" y=\"" << num(top - 25) << "\" font-size=\"14\">device "
-        << dp.device << ": " << plan.strategy << ", arena " << plan.arena << " B, lower bound "
+        << dp.device << ": " << xml_escape(plan.strategy) << ", arena " << plan.arena << " B, lower bound "
         << dp.report.lower_bound << " B, arena/LB "
         << num(arena_ratio(plan.arena, dp.report.lower_bound)) << "</text>\n";
     out << "<rect x=\"" << num(kMargin) << "\" y=\"" << num(top) << "\" width=\"" << num(kWidth)
@@ -68,7 +85,7 @@ void write_plan_svg(const std::string& path, const std::vector<DevicePlan>& plan
       out << "<rect x=\"" << num(x(lt.lower)) << "\" y=\"" << num(ry) << "\" width=\""
           << num(x(lt.upper) - x(lt.lower)) << "\" height=\"" << num(y(plan.offsets[i]) - ry)
           << "\" fill=\"hsl(" << hue << ",65%,62%)\" stroke=\"#333\" stroke-width=\"0.3\"><title>"
-          << lt.id << ": " << lt.size << " B at " << plan.offsets[i] << ", [" << lt.lower << ", "
+          << xml_escape(lt.id) << ": " << lt.size << " B at " << plan.offsets[i] << ", [" << lt.lower << ", "
           << lt.upper << ")</title></rect>\n";
     }
     double lb = y(dp.report.lower_bound);

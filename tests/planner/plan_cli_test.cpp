@@ -206,4 +206,27 @@ TEST(PlanCli, DirectoriesAndPipes) {
   EXPECT_NE(r.output.find("lower bound 12 B"), std::string::npos) << r.output;
 }
 
+// Buffer ids are the input's text: the SVG escapes them and stays well-formed XML.
+TEST(PlanCli, SvgEscapesBufferIds) {
+  fs::path in = scratch("xml.csv"), svg = scratch("xml.svg");
+  std::ofstream(in) << "id,lower,upper,size\n<b>&\"x',0,2,4\nplain,1,3,8\n";
+  LumaRun r = luma("plan " + in.string() + " --svg " + svg.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string text = slurp(svg);
+  EXPECT_NE(text.find("<title>&lt;b&gt;&amp;&quot;x&apos;: 4 B"), std::string::npos) << text;
+  EXPECT_EQ(text.find("<b>"), std::string::npos);
+  // Well-formed: Python's XML parser reads it (python3 is what the suite runs anyway).
+  LumaRun parse{-1, ""};
+  const std::string cmd = "python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' " +
+                          svg.string() + " 2>&1";
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    std::size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) parse.output.append(buf, n);
+    const int status = pclose(p);
+    parse.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  EXPECT_EQ(parse.code, 0) << parse.output;
+}
+
 }  // namespace
