@@ -1,9 +1,11 @@
 // symbolizer.cpp - libdw (Dwfl) over the recorded mappings: each mapped file is reported
 // at its load bias (start of its offset-0 mapping), as eu-addr2line and heaptrack do.
+// Only paths that are regular files now are reported (a trace may name anything).
 #include "symbolizer.h"
 
 #include <cxxabi.h>
 #include <elfutils/libdwfl.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <set>
@@ -57,7 +59,11 @@ Symbolizer::Symbolizer(const std::string& mappings) : impl_(std::make_unique<Imp
     const std::uint64_t end = std::strtoull(range.substr(dash + 1).c_str(), nullptr, 16);
     const std::uint64_t off = std::strtoull(offset.c_str(), nullptr, 16);
     impl_->ranges[start] = {start, end, path};
-    if (impl_->dwfl && off == 0 && reported.insert(path).second)
+    // The trace names these paths, not the system we run on: a FIFO there would block
+    // libdw's open forever, a device read without end. Only regular files are opened.
+    struct stat st {};
+    if (impl_->dwfl && off == 0 && reported.insert(path).second && ::stat(path.c_str(), &st) == 0 &&
+        S_ISREG(st.st_mode))
       dwfl_report_elf(impl_->dwfl, path.c_str(), path.c_str(), -1, start, false);
   }
   if (impl_->dwfl) dwfl_report_end(impl_->dwfl, nullptr, nullptr);

@@ -23,6 +23,8 @@ End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
   latin1     a trace whose program name and module paths are not UTF-8 (byte 0xE9) gives
              valid JSON from `stats --json` and `export -f chrome`, and a pickle that loads,
              with U+FFFD in place of the bad bytes
+  fifo_module  a trace whose mappings name a FIFO (or a directory) is symbolized without
+             opening it: luma stats does not hang
   outputs    an export follows a link to its target, leaves a user's FILE.tmp alone, writes
              to standard output (-, /dev/stdout) and a FIFO, leaves nothing when it fails
 --update rewrites the expected outputs (review the diff before committing it).
@@ -387,7 +389,31 @@ def case_latin1():
     assert "/nonexistent/r\ufffdpertoire/app" in frames, frames[:4]
 
 
+def case_fifo_module():
+    for kind in ("fifo", "dir"):
+        module = os.path.join(WORK, "module." + kind)
+        if os.path.isdir(module):
+            os.rmdir(module)
+        elif os.path.lexists(module):
+            os.remove(module)
+        if kind == "fifo":
+            os.mkfifo(module)  # nobody writes it: opening it for reading would block
+        else:
+            os.mkdir(module)
+        trace = os.path.join(WORK, "module-%s.trace" % kind)
+        subprocess.run([MAKE_GOLDEN, "--module", module, trace], check=True)
+        try:
+            p = subprocess.run([LUMA, "stats", "--json", trace], capture_output=True, text=True,
+                               timeout=30)
+        except subprocess.TimeoutExpired:
+            sys.exit("luma stats hung on a trace whose mappings name a " + kind)
+        assert p.returncode == 0, p.stderr
+        frames = json.loads(p.stdout)["runs"][0]["devices"][0]["top_callsites_total"][0]["frames"]
+        assert frames[0]["file"] == module, frames
+
+
 {"golden": case_golden, "callsites": case_callsites, "stats": case_stats, "exports": case_exports,
  "allocator": case_allocator, "errors": case_errors, "progress": case_progress,
- "no_overwrite": case_no_overwrite, "outputs": case_outputs, "rmm_frees": case_rmm_frees, "rmm_rows": case_rmm_rows, "latin1": case_latin1}[CASE]()
+ "no_overwrite": case_no_overwrite, "outputs": case_outputs, "rmm_frees": case_rmm_frees, "rmm_rows": case_rmm_rows, "latin1": case_latin1,
+ "fifo_module": case_fifo_module}[CASE]()
 print("ok:", CASE)

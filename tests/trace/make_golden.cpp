@@ -7,6 +7,7 @@
 // alloc/free events instead (large inputs for the tools' tests: the progress bar).
 // `make_golden --latin1 PATH` writes the stacks trace of a program whose name, argument
 // and module path hold the byte 0xE9 (Latin-1's e-acute), which is not UTF-8.
+// `make_golden --module FILE PATH` writes the stacks trace with its module at FILE.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -75,8 +76,11 @@ bool small(const std::string& path) {
   return w->close();
 }
 
-bool stacks(const std::string& path, bool latin1 = false) {
+bool stacks(const std::string& path, bool latin1 = false, const std::string& module = "") {
   TraceHeader header = golden_header(4);
+  if (!module.empty())
+    header.mappings = "555555554000-555555556000 r--p 00000000 00:00 1 " + module + "\n" +
+                      "555555556000-55555555a000 r-xp 00002000 00:00 1 " + module + "\n";
   if (latin1) {
     header.command_line = {"./prog_\xe9", "caf\xe9", "\xe9\xe9\xff"};
     header.mappings =
@@ -132,6 +136,13 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (argc == 4 && std::string(argv[1]) == "--module") {
+    if (!stacks(argv[3], false, argv[2])) {
+      std::fprintf(stderr, "make_golden: cannot write %s\n", argv[3]);
+      return 1;
+    }
+    return 0;
+  }
   if (argc == 3 && std::string(argv[1]) == "--latin1") {
     if (!stacks(argv[2], /*latin1=*/true)) {
       std::fprintf(stderr, "make_golden: cannot write %s\n", argv[2]);
@@ -140,7 +151,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc != 2) {
-    std::fprintf(stderr, "usage: make_golden DIR | make_golden --events N PATH | make_golden --latin1 PATH\n");
+    std::fprintf(stderr, "usage: make_golden DIR | make_golden --events N PATH | make_golden --latin1 PATH | make_golden --module FILE PATH\n");
     return 2;
   }
   const std::string dir = argv[1];
