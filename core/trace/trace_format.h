@@ -115,6 +115,12 @@ inline constexpr std::uint8_t kEntryPoints = 16;
 std::string_view entry_point_name(EntryPoint e) noexcept;
 std::string_view event_kind_name(EventKind k) noexcept;  // "alloc", "free_requested", ...
 
+// The largest device index a trace may name (an event's, or the header's device list).
+// CUDA numbers the devices a process sees from 0, and no machine has thousands; a bigger
+// index is a damaged or forged trace, refused so that a reader never sizes anything by it
+// (an export that keeps one list per device up to the largest would write gigabytes).
+inline constexpr std::int64_t kMaxTraceDevice = 4095;
+
 // Narrow event field limits. An event outside them is written as a wide_event blob.
 inline constexpr unsigned kDeviceBits = 6;   // devices 0..63
 inline constexpr unsigned kEntryBits = 5;

@@ -162,6 +162,9 @@ ParsedHeader parse_header(std::string_view file, const std::string& source) {
         if (len < 12) fail(at + 2, "device field shorter than 12 bytes");
         TraceDevice d;
         d.index = load<std::uint32_t>(v, 0);
+        if (d.index > kMaxTraceDevice)
+          fail(at + 2, "device field names device " + std::to_string(d.index) + " (devices are 0.." +
+                           std::to_string(kMaxTraceDevice) + ")");
         d.total_bytes = load<std::uint64_t>(v, 4);
         d.name = v.substr(12);
         h.devices.push_back(std::move(d));

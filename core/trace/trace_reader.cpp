@@ -245,6 +245,11 @@ TraceReadSummary TraceReader::read(const EventFn& on_event, const ProgressFn& pr
         std::memcpy(&device, blob.data() + 4, 4);
         std::uint64_t fields[6];
         std::memcpy(fields, blob.data() + 8, sizeof fields);
+        if (device < 0 || device > kMaxTraceDevice)
+          fail(slot, "event names device " + std::to_string(device) + " (devices are 0.." +
+                         std::to_string(kMaxTraceDevice) + ")");
+        if (fields[3] + fields[4] < fields[3])
+          fail(slot, "event's address + size passes the end of the address space");
         ev.kind = static_cast<EventKind>(blob[0]);
         ev.entry = static_cast<EntryPoint>(blob[1]);
         ev.device = device;

@@ -117,6 +117,34 @@ TEST(TraceMalformed, HugeLengthsNeverSizeAnAllocation) {
   EXPECT_NE(read_error(bad).find("header size"), std::string::npos);
 }
 
+// A trace (damaged, or forged) whose event names a device no machine has, or whose block
+// runs past the end of the address space: one clear error, never an export sized by it.
+std::string trace_with(const Event& e, std::uint32_t header_device = 0) {
+  const std::string path = temp_path("odd");
+  {
+    TraceHeader h = test_header();
+    h.devices.push_back({header_device, 1ull << 30, "dev"});
+    auto w = TraceWriter::open(path, h, nullptr);
+    w->write(e, 9, 1, EntryPoint::cudaMalloc, 1000);
+  }
+  std::string bytes = testing::slurp(path);
+  std::remove(path.c_str());
+  return bytes;
+}
+
+TEST(TraceMalformed, ImpossibleDevicesAndWrappingBlocksAreRefused) {
+  EXPECT_EQ(read_error(trace_with({EventKind::alloc, 70, 4096, 512, 500})), "");  // a wide event
+  EXPECT_NE(read_error(trace_with({EventKind::alloc, 5'000'000, 4096, 512, 500})).find("names device 5000000"),
+            std::string::npos);
+  EXPECT_NE(read_error(trace_with({EventKind::alloc, -5, 4096, 512, 500})).find("names device -5"),
+            std::string::npos);
+  EXPECT_NE(read_error(trace_with({EventKind::segment_reserve, 0, ~std::uint64_t{0} - 4095, 8192, 0}))
+                .find("passes the end of the address space"),
+            std::string::npos);
+  EXPECT_NE(read_error(trace_with({EventKind::alloc, 0, 4096, 512, 500}, 3'000'000)).find("device 3000000"),
+            std::string::npos);
+}
+
 TEST(TraceMalformed, ErrorsNameTheFile) {
   const std::string path = temp_path("not-a-trace");
   { std::FILE* f = std::fopen(path.c_str(), "w"); std::fputs("hello\n", f); std::fclose(f); }
