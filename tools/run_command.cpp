@@ -13,16 +13,19 @@
 #include <fmt/core.h>
 #include <signal.h>
 #include <spawn.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -137,7 +140,19 @@ long long now_realtime_ns() {
   return t.tv_sec * 1'000'000'000LL + t.tv_nsec;
 }
 
-int run_program(const RunOptions& o) {
+// LUMA_TRACE's switch values, which --trace passes through: "1" (or true/yes/on) means
+// the default name, "0" (or false/no/off) no trace at all.
+bool one_of(const std::string& v, std::initializer_list<const char*> words) {
+  for (const char* w : words)
+    if (strcasecmp(v.c_str(), w) == 0) return true;
+  return false;
+}
+
+int run_program(const RunOptions& given) {
+  RunOptions o = given;
+  if (one_of(o.trace, {"1", "true", "yes", "on"})) o.trace = kDefaultTrace;
+  const bool tracing = !o.trace.empty() && !one_of(o.trace, {"0", "false", "no", "off"});
+  if (!tracing) o.trace = "0";
   const LibrarySearch lib = find_preload_library(self_path());
   if (lib.found.empty()) {
     std::string where;
@@ -205,8 +220,13 @@ int run_program(const RunOptions& o) {
   const int code = WIFEXITED(status)     ? WEXITSTATUS(status)
                    : WIFSIGNALED(status) ? kExitSignalBase + WTERMSIG(status)
                                          : kExitFailure;
-  std::vector<std::string> traces =
-      find_written_traces(o.trace, {static_cast<long>(pid), host_name(), rank_from_env()});
+  if (!tracing) return code;
+  const TraceNameFields fields{static_cast<long>(pid), host_name(), rank_from_env()};
+  std::vector<std::string> traces = find_written_traces(o.trace, fields);
+  // The processes the program started (a launcher: a shell script, mpirun, torchrun) write
+  // their own traces, named by their own pids.
+  for (const std::string& t : find_written_traces(o.trace, fields, /*any_pid=*/true))
+    if (std::find(traces.begin(), traces.end(), t) == traces.end()) traces.push_back(t);
   // A pattern without %p may name a file an earlier run left: only this run's count.
   std::erase_if(traces, [&](const std::string& t) { return mtime_ns(t) + 1'000'000'000LL < started; });
   const std::string outcome = WIFSIGNALED(status)
@@ -214,12 +234,14 @@ int run_program(const RunOptions& o) {
                                   : fmt::format("exit status {}", code);
   if (traces.empty()) {
     std::fprintf(stderr,
-                 "luma: %s (pid %d, %s) wrote no trace: it made no device allocation through "
-                 "luma\n",
+                 "luma: %s (pid %d, %s) wrote no trace: no device allocation went through luma, "
+                 "or the trace file could not be created (its stderr says so)\n",
                  argv[0], static_cast<int>(pid), outcome.c_str());
   } else {
     std::fprintf(stderr, "luma: trace of %s (pid %d, %s) written to %s\n", argv[0],
                  static_cast<int>(pid), outcome.c_str(), traces.front().c_str());
+    for (std::size_t i = 1; i < traces.size(); ++i)
+      std::fprintf(stderr, "luma: and by another process of the run: %s\n", traces[i].c_str());
     std::fprintf(stderr, "luma: analyse it with: luma stats %s\n", traces.front().c_str());
   }
   return code;
@@ -234,7 +256,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--trace", o->trace,
                   std::string("trace file name; %p pid, %h host, %r rank, %e executable "
                               "(default ") +
-                      kDefaultTrace + ")");
+                      kDefaultTrace + "; 1: the default, off: no trace)");
   cmd->add_option("--stacks", o->stacks,
                   "record up to N return addresses with each allocation (LUMA_TRACE_STACKS)")
       ->check(CLI::Range(0u, 128u));

@@ -18,7 +18,7 @@ void append_literal(std::string& glob_pattern, const std::string& text) {
   for (char c : text) append_literal(glob_pattern, c);
 }
 
-std::string to_glob(const std::string& pattern, const TraceNameFields& f) {
+std::string to_glob(const std::string& pattern, const TraceNameFields& f, bool any_pid) {
   std::string g;
   for (std::size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
@@ -28,7 +28,10 @@ std::string to_glob(const std::string& pattern, const TraceNameFields& f) {
     }
     const char k = pattern[++i];
     switch (k) {
-      case 'p': append_literal(g, std::to_string(f.pid)); break;
+      case 'p':
+        if (any_pid) g += "[0-9]*";
+        else append_literal(g, std::to_string(f.pid));
+        break;
       case 'h': append_literal(g, f.host); break;
       case 'r': append_literal(g, f.rank); break;
       case 'e': g += '*'; break;
@@ -44,10 +47,11 @@ std::string to_glob(const std::string& pattern, const TraceNameFields& f) {
 }  // namespace
 
 std::vector<std::string> find_written_traces(const std::string& pattern,
-                                             const TraceNameFields& fields) {
-  const std::string g = to_glob(pattern, fields);
+                                             const TraceNameFields& fields, bool any_pid) {
+  const std::string g = to_glob(pattern, fields, any_pid);
   std::vector<std::string> found;
-  for (const std::string& candidate : {g, g + "." + std::to_string(fields.pid)}) {
+  for (const std::string& candidate :
+       {g, g + "." + (any_pid ? std::string("[0-9]*") : std::to_string(fields.pid))}) {
     glob_t result{};
     if (::glob(candidate.c_str(), 0, nullptr, &result) == 0) {
       for (std::size_t i = 0; i < result.gl_pathc; ++i) found.emplace_back(result.gl_pathv[i]);

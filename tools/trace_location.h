@@ -17,7 +17,9 @@ struct TraceNameFields {
 };
 
 // Existing files the process `fields.pid` may have written for `pattern`, newest first.
+// With any_pid, %p matches any pid: the traces of the processes a launcher (a shell
+// script, mpirun, torchrun) started, each of which records its own.
 std::vector<std::string> find_written_traces(const std::string& pattern,
-                                             const TraceNameFields& fields);
+                                             const TraceNameFields& fields, bool any_pid = false);
 
 }  // namespace luma::tools

@@ -197,6 +197,44 @@ TEST(LumaRun, ReturnsTheProgramsStatusAndSaysWhenNoTraceWasWritten) {
   EXPECT_NE(help.out.find("--trace"), std::string::npos);
 }
 
+// argv run with dir as its working directory (through a shell's cd and exec).
+Result run_in(const std::string& dir, const std::vector<std::string>& argv, const Env& env) {
+  std::string line = "cd '" + dir + "' && exec";
+  for (const std::string& a : argv) line += " '" + a + "'";
+  return run({"/bin/sh", "-c", line}, env);
+}
+
+// A launcher (here a shell) whose child allocates: the child's trace, named by its own pid,
+// is found and named; --trace 1 means the default name and --trace off no trace at all.
+TEST(LumaRun, FindsTheTracesOfTheProcessesALauncherStartedAndKnowsTheSwitchValues) {
+  NEED(paths().luma);
+  NEED(paths().prog("shared"));
+  const std::string dir = temp_dir();
+  Env env = clean_env({{"LD_LIBRARY_PATH", paths().fake_dir}, {"LUMA_STATS", "off"}});
+  Result r = run({paths().luma, "run", "--trace", dir + "/l.%p.trace", "--", "/bin/sh", "-c",
+                  paths().prog("shared") + " loop 3 4096; true"},
+                 env);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  ASSERT_EQ(files_in(dir).size(), 1u) << describe(r);
+  EXPECT_NE(r.err.find("written to " + dir + "/l."), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("wrote no trace"), std::string::npos) << r.err;
+
+  const std::string dir1 = temp_dir();
+  Result one = run_in(
+      dir1, {paths().luma, "run", "--trace", "1", "--", paths().prog("shared"), "loop", "3", "4096"}, env);
+  ASSERT_EQ(one.exit_code, 0) << describe(one);
+  ASSERT_EQ(files_in(dir1).size(), 1u) << describe(one);
+  EXPECT_EQ(files_in(dir1)[0].rfind("luma.prog_shared.", 0), 0u) << files_in(dir1)[0];
+  EXPECT_NE(one.err.find("written to luma.prog_shared."), std::string::npos) << one.err;
+
+  const std::string dir0 = temp_dir();
+  Result off = run_in(
+      dir0, {paths().luma, "run", "--trace", "off", "--", paths().prog("shared"), "loop", "3", "4096"}, env);
+  ASSERT_EQ(off.exit_code, 0) << describe(off);
+  EXPECT_TRUE(files_in(dir0).empty());
+  EXPECT_EQ(off.err.find("trace"), std::string::npos) << off.err;
+}
+
 // ---- crash safety under the shim -----------------------------------------------------
 
 // Starts argv with env, its stdout on a pipe.
