@@ -36,6 +36,26 @@ const LifetimeReader& pick_reader(std::string_view head, const std::string& sour
   throw PlanInputError(source + ": unrecognised input format: expected " + expected);
 }
 
+// Every planner adds offsets and sizes, and the checker doubles times: keep all of it far
+// from overflow. No real run holds anywhere near 2^62 bytes (4 EiB) or lasts 2^62 time
+// units, so an input beyond either is refused here rather than planned wrongly.
+constexpr std::uint64_t kMaxPlannable = std::uint64_t{1} << 62;
+
+std::vector<Lifetime> checked(std::vector<Lifetime> lifetimes, const std::string& source) {
+  std::uint64_t total = 0;
+  for (const Lifetime& lt : lifetimes) {
+    if (lt.upper > kMaxPlannable)
+      throw PlanInputError(source + ": buffer '" + lt.id + "' has a time beyond 2^62 (" +
+                           std::to_string(lt.upper) + ")");
+    const std::uint64_t padded = lt.size + (lt.alignment > 0 ? lt.alignment - 1 : 0);
+    if (padded < lt.size || padded > kMaxPlannable - total)
+      throw PlanInputError(source + ": the buffers' sizes add up to more than 2^62 bytes "
+                           "(at buffer '" + lt.id + "'): no arena could hold them");
+    total += padded;
+  }
+  return lifetimes;
+}
+
 }  // namespace
 
 std::vector<Lifetime> read_lifetimes_file(
@@ -48,7 +68,7 @@ std::vector<Lifetime> read_lifetimes_file(
     if (!in) throw PlanInputError(path + ": cannot open the file");
     std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     if (in.bad()) throw PlanInputError(path + ": read error");
-    return read_lifetimes_text(text, path, readers);
+    return read_lifetimes_text(text, path, readers);  // checked there
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw PlanInputError(path + ": cannot open the file");
@@ -59,7 +79,7 @@ std::vector<Lifetime> read_lifetimes_file(
   const LifetimeReader& reader = pick_reader(head, path, readers);
   in.clear();
   in.seekg(0);
-  return reader.read(in, path);
+  return checked(reader.read(in, path), path);
 }
 
 std::vector<Lifetime> read_lifetimes_text(
@@ -67,7 +87,7 @@ std::vector<Lifetime> read_lifetimes_text(
     const std::vector<std::unique_ptr<LifetimeReader>>& readers) {
   const LifetimeReader& reader = pick_reader(text.substr(0, kHeadBytes), source, readers);
   std::istringstream in{std::string(text)};
-  return reader.read(in, source);
+  return checked(reader.read(in, source), source);
 }
 
 }  // namespace luma::core

@@ -52,6 +52,17 @@ TEST(PlannerCsv, ErrorsNameTheLine) {
             "in.csv:2: size is not an unsigned integer: '99999999999999999999999'");
 }
 
+// Sizes that add up past 2^62, or times past it, would overflow the planners' offset sums
+// and the checker's doubled times (six 2^62-byte buffers got overlapping offsets): refused.
+TEST(PlannerCsv, InputsNoArenaCouldHoldAreRefused) {
+  std::string six = "id,lower,upper,size\n";
+  for (int i = 1; i <= 6; ++i) six += "b" + std::to_string(i) + ",0,10,4611686018427387904\n";
+  EXPECT_NE(error_of(six).find("add up to more than 2^62 bytes"), std::string::npos) << error_of(six);
+  EXPECT_NE(error_of("id,lower,upper,size\na,0,18446744073709551615,4\n").find("time beyond 2^62"),
+            std::string::npos);
+  EXPECT_EQ(error_of("id,lower,upper,size\na,0,4611686018427387904,4611686018427387903\n"), "");
+}
+
 TEST(RmmLog, LifetimesFromEventIndices) {
   auto lts = read(
       "Thread,Time,Action,Pointer,Size,Stream\n"
