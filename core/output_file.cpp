@@ -104,7 +104,12 @@ struct OutputFile::State {
       char suffix[16];
       std::snprintf(suffix, sizeof suffix, "%012llx",
                     static_cast<unsigned long long>(random() & 0xFFFFFFFFFFFFull));
-      temporary = (dir / ("." + t.filename().string() + ".tmp-" + suffix)).string();
+      // Appended piece by piece: GCC 12 at -O3 reports a false -Wrestrict for "." + str.
+      std::string name(1, '.');
+      name += t.filename().string();
+      name += ".tmp-";
+      name += suffix;
+      temporary = (dir / name).string();
       fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
       if (fd < 0 && errno != EEXIST)
         throw std::runtime_error(path + ": cannot create a temporary file in " + dir.string() +
