@@ -6,6 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <utility>
+
 #include "settings.h"
 
 namespace luma::shim {
@@ -16,5 +18,16 @@ void init_logging(LogLevel level, const std::string& file) noexcept;
 
 // The logger; a logger that drops everything before init_logging().
 spdlog::logger& log() noexcept;
+
+// One line at `level`, never throwing: what a hook or a noexcept function logs with (a
+// full disk or a bad format argument must never reach the host program).
+template <typename... Args>
+void log_noexcept(spdlog::level::level_enum level, spdlog::format_string_t<Args...> format,
+                  Args&&... args) noexcept {
+  try {
+    log().log(level, format, std::forward<Args>(args)...);
+  } catch (...) {
+  }
+}
 
 }  // namespace luma::shim

@@ -8,50 +8,22 @@
 #pragma once
 
 #include "cuda_abi.h"
+#include "entry_points.h"
 
 namespace luma::shim {
 
 struct RealDriver {
   void* handle = nullptr;  // of libcuda.so.1
-  PFN_cuGetProcAddress_v2 get_proc_address_v2 = nullptr;
-  PFN_cuGetProcAddress_v1 get_proc_address_v1 = nullptr;
-  // The memory ABI luma serves (the _v2 ABI of CUDA 3.2 and later).
-  PFN_cuMemAlloc_v2 mem_alloc = nullptr;
-  PFN_cuMemFree_v2 mem_free = nullptr;
-  PFN_cuMemAllocPitch_v2 mem_alloc_pitch = nullptr;
-  PFN_cuMemGetInfo_v2 mem_get_info = nullptr;
-  PFN_cuMemGetAddressRange_v2 mem_get_address_range = nullptr;
-  PFN_cuPointerGetAttribute pointer_get_attribute = nullptr;
-  // A stream-ordered free may name a luma block (CUDA allows cuMemFreeAsync on cuMemAlloc
-  // memory); anything else goes to the one of these the program's request resolved to.
-  PFN_cuMemFreeAsync mem_free_async = nullptr;
-  PFN_cuMemFreeAsync mem_free_async_ptsz = nullptr;
-  // Streams, tracked for the free_sync:event policy.
-  PFN_cuStreamCreate stream_create = nullptr;
-  PFN_cuStreamCreateWithPriority stream_create_with_priority = nullptr;
-  PFN_cuStreamDestroy_v2 stream_destroy = nullptr;
-  // What luma itself needs: contexts, synchronization and events (fences).
-  PFN_cuCtxGetCurrent ctx_get_current = nullptr;
-  PFN_cuCtxPushCurrent_v2 ctx_push_current = nullptr;
-  PFN_cuCtxPopCurrent_v2 ctx_pop_current = nullptr;
-  PFN_cuCtxGetDevice ctx_get_device = nullptr;    // the CUDA 2.0 ABI: (CUdevice*)
-  PFN_cuCtxSynchronize ctx_synchronize = nullptr;  // the CUDA 2.0 ABI: (void)
-  PFN_cuEventCreate event_create = nullptr;
-  PFN_cuEventRecord event_record = nullptr;
-  PFN_cuEventQuery event_query = nullptr;
-  PFN_cuEventSynchronize event_synchronize = nullptr;
-  PFN_cuEventDestroy_v2 event_destroy = nullptr;
-  // Context lifetime: a destroyed context takes its memory with it (hooks.cpp).
-  PFN_cuCtxDestroy_v2 ctx_destroy = nullptr;
-  PFN_cuDevicePrimaryCtxRetain primary_ctx_retain = nullptr;
-  PFN_cuDevicePrimaryCtxRelease_v2 primary_ctx_release = nullptr;
-  PFN_cuDevicePrimaryCtxReset_v2 primary_ctx_reset = nullptr;
-  PFN_cuDevicePrimaryCtxGetState primary_ctx_get_state = nullptr;
-  // Optional: the devices named in a trace's header (absent ones leave the fields empty).
-  PFN_cuDeviceGetCount device_get_count = nullptr;
-  PFN_cuDeviceGet device_get = nullptr;
-  PFN_cuDeviceGetName device_get_name = nullptr;
-  PFN_cuDeviceTotalMem_v2 device_total_mem = nullptr;
+  // One pointer per row of entry_points.h: the real function behind each hook (a
+  // stream-ordered free may name a luma block, so cuMemFreeAsync has both twins), then
+  // what luma calls itself (contexts, synchronization, events for fences, device queries
+  // for a trace's header). A missing entry point stays nullptr.
+#define LUMA_REAL_HOOK_FIELD(id, symbol, request, min_version, max_version, pfn, ...) pfn id = nullptr;
+#define LUMA_REAL_CALL_FIELD(id, driver_name, version, pfn) pfn id = nullptr;
+  LUMA_HOOKS(LUMA_REAL_HOOK_FIELD)
+  LUMA_DRIVER_CALLS(LUMA_REAL_CALL_FIELD)
+#undef LUMA_REAL_HOOK_FIELD
+#undef LUMA_REAL_CALL_FIELD
 
   // True when everything luma needs to serve allocations was found.
   bool can_serve() const noexcept;

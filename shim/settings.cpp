@@ -8,6 +8,7 @@
 #include <charconv>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace luma::shim {
 namespace {
@@ -84,82 +85,106 @@ const char* free_sync_name(core::FreeSync f) noexcept {
   return "?";
 }
 
+namespace {
+
+// One row per LUMA_* variable: its name, its default as a user writes it, what it does,
+// how a set value is applied and how the value in effect is shown. Everything about a
+// variable is written here once (docs/settings.md is the user's copy of this table).
+struct Variable {
+  const char* name;
+  const char* default_value;
+  const char* description;
+  // Applies a set (non-empty) value; returns "" or, when the value is refused, what was
+  // expected ("one of text|json|off"). May add lines of its own to `notes`.
+  std::string (*apply)(std::string_view value, ShimSettings& s, std::vector<std::string>& notes);
+  std::string (*show)(const ShimSettings& s);
+};
+
+const Variable kVariables[] = {
+    {"LUMA_CONF", "", "allocator settings key:value,... (see the LUMA_CONF keys)",
+     [](std::string_view v, ShimSettings& s, std::vector<std::string>& notes) {
+       core::ParseResult r = core::parse_settings(std::string(v), s.core);
+       s.core = r.settings;
+       for (const std::string& e : r.errors) notes.push_back("LUMA_CONF: " + e);
+       return std::string();
+     },
+     [](const ShimSettings& s) { return core::format_settings(s.core); }},
+    {"LUMA_STATS", "text", "statistics at exit: text table, json, or off",
+     [](std::string_view v, ShimSettings& s, std::vector<std::string>&) {
+       return parse_enum(v, kStatsNames, &s.stats) ? std::string() : "one of " + choices(kStatsNames);
+     },
+     [](const ShimSettings& s) { return std::string(stats_format_name(s.stats)); }},
+    {"LUMA_STATS_FILE", "",
+     "write the statistics to this file instead of stderr; %p pid, %h host, %r rank, %% a "
+     "percent sign",
+     [](std::string_view v, ShimSettings& s, std::vector<std::string>&) {
+       s.stats_file = v;
+       return std::string();
+     },
+     [](const ShimSettings& s) { return s.stats_file; }},
+    {"LUMA_LOG_LEVEL", "warn", "what luma logs: trace|debug|info|warn|error|off",
+     [](std::string_view v, ShimSettings& s, std::vector<std::string>&) {
+       return parse_enum(v, kLogNames, &s.log_level) ? std::string()
+                                                     : "one of trace|debug|info|warn|error|off";
+     },
+     [](const ShimSettings& s) { return std::string(log_level_name(s.log_level)); }},
+    {"LUMA_LOG_FILE", "", "append log lines to this file instead of stderr",
+     [](std::string_view v, ShimSettings& s, std::vector<std::string>&) {
+       s.log_file = v;
+       return std::string();
+     },
+     [](const ShimSettings& s) { return s.log_file; }},
+    {"LUMA_DISABLE", "0", "1: forward every call to the driver untouched, print nothing",
+     [](std::string_view v, ShimSettings& s, std::vector<std::string>&) {
+       return parse_enum(v, kBoolNames, &s.disable) ? std::string() : "a boolean (1|0)";
+     },
+     [](const ShimSettings& s) { return std::string(s.disable ? "1" : "0"); }},
+    {"LUMA_TRACE", "",
+     "record every allocator event to this file; 1: luma.%e.%p.trace; %p pid, %h host, %r "
+     "rank, %e executable, %% a percent sign",
+     [](std::string_view v, ShimSettings& s, std::vector<std::string>&) {
+       s.trace = trace_pattern_from_setting(std::string(v));
+       return std::string();
+     },
+     [](const ShimSettings& s) { return s.trace; }},
+    {"LUMA_TRACE_STACKS", "0", "with LUMA_TRACE: record up to N return addresses with each alloc",
+     [](std::string_view v, ShimSettings& s, std::vector<std::string>&) {
+       unsigned n = 0;
+       auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+       if (ec != std::errc{} || end != v.data() + v.size() || n > kMaxTraceStacks)
+         return "a number of frames 0.." + std::to_string(kMaxTraceStacks);
+       s.trace_stacks = n;
+       return std::string();
+     },
+     [](const ShimSettings& s) { return std::to_string(s.trace_stacks); }},
+    // Read (and refused with one line, if it must be) when the first device is served,
+    // where the plan's fingerprint can be checked against the devices (plan_loader.h).
+    // Blank (only spaces or tabs) counts as unset, like an empty value: no file has that name.
+    {"LUMA_PLAN", "",
+     "serve each device from this plan (luma plan -o) while the run follows it; empty: the "
+     "caching allocator only",
+     [](std::string_view v, ShimSettings& s, std::vector<std::string>&) {
+       if (v.find_first_not_of(" \t\n") != std::string_view::npos) s.plan = v;
+       return std::string();
+     },
+     [](const ShimSettings& s) { return s.plan; }},
+};
+
+}  // namespace
+
 LoadedSettings read_settings(const EnvLookup& getenv_fn) {
   LoadedSettings out;
-  ShimSettings& s = out.settings;
-  auto get = [&](const char* name) -> const char* {
-    const char* v = getenv_fn ? getenv_fn(name) : nullptr;
-    return (v != nullptr && *v != '\0') ? v : nullptr;
-  };
-  auto bad = [&](const char* name, std::string_view value, const std::string& expected,
-                 const std::string& fallback) {
-    out.errors.push_back(std::string(name) + "='" + std::string(value) + "' is not " + expected +
-                         "; using " + fallback);
-  };
-
-  if (const char* v = get("LUMA_CONF")) {
-    core::ParseResult r = core::parse_settings(v, s.core);
-    s.core = r.settings;
-    for (const std::string& e : r.errors) out.errors.push_back("LUMA_CONF: " + e);
+  for (const Variable& var : kVariables) {
+    const char* v = getenv_fn ? getenv_fn(var.name) : nullptr;
+    if (v != nullptr && *v != '\0') {
+      const std::string expected = var.apply(v, out.settings, out.errors);
+      if (!expected.empty()) {
+        out.errors.push_back(std::string(var.name) + "='" + v + "' is not " + expected +
+                             "; using " + var.default_value);
+      }
+    }
+    out.table.push_back({var.name, var.default_value, var.show(out.settings), var.description});
   }
-  out.table.push_back({"LUMA_CONF", "", core::format_settings(s.core),
-                       "allocator settings key:value,... (see the LUMA_CONF keys)"});
-
-  if (const char* v = get("LUMA_STATS")) {
-    if (!parse_enum(v, kStatsNames, &s.stats))
-      bad("LUMA_STATS", v, "one of " + choices(kStatsNames), "text");
-  }
-  out.table.push_back({"LUMA_STATS", "text", stats_format_name(s.stats),
-                       "statistics at exit: text table, json, or off"});
-
-  if (const char* v = get("LUMA_STATS_FILE")) s.stats_file = v;
-  out.table.push_back({"LUMA_STATS_FILE", "", s.stats_file,
-                       "write the statistics to this file instead of stderr; %p pid, %h host, "
-                       "%r rank, %% a percent sign"});
-
-  if (const char* v = get("LUMA_LOG_LEVEL")) {
-    if (!parse_enum(v, kLogNames, &s.log_level))
-      bad("LUMA_LOG_LEVEL", v, "one of trace|debug|info|warn|error|off", "warn");
-  }
-  out.table.push_back({"LUMA_LOG_LEVEL", "warn", log_level_name(s.log_level),
-                       "what luma logs: trace|debug|info|warn|error|off"});
-
-  if (const char* v = get("LUMA_LOG_FILE")) s.log_file = v;
-  out.table.push_back({"LUMA_LOG_FILE", "", s.log_file, "append log lines to this file "
-                                                         "instead of stderr"});
-
-  if (const char* v = get("LUMA_DISABLE")) {
-    if (!parse_enum(v, kBoolNames, &s.disable)) bad("LUMA_DISABLE", v, "a boolean (1|0)", "0");
-  }
-  out.table.push_back({"LUMA_DISABLE", "0", s.disable ? "1" : "0",
-                       "1: forward every call to the driver untouched, print nothing"});
-
-  if (const char* v = get("LUMA_TRACE")) s.trace = trace_pattern_from_setting(v);
-  out.table.push_back({"LUMA_TRACE", "", s.trace,
-                       "record every allocator event to this file; 1: luma.%e.%p.trace; %p pid, "
-                       "%h host, %r rank, %e executable, %% a percent sign"});
-
-  if (const char* v = get("LUMA_TRACE_STACKS")) {
-    const std::string_view text(v);
-    unsigned n = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-    if (ec != std::errc{} || end != text.data() + text.size() || n > kMaxTraceStacks)
-      bad("LUMA_TRACE_STACKS", v, "a number of frames 0.." + std::to_string(kMaxTraceStacks),
-          "0");
-    else
-      s.trace_stacks = n;
-  }
-  out.table.push_back({"LUMA_TRACE_STACKS", "0", std::to_string(s.trace_stacks),
-                       "with LUMA_TRACE: record up to N return addresses with each alloc"});
-
-  // Read (and refused with one line, if it must be) when the first device is served,
-  // where the plan's fingerprint can be checked against the devices (plan_loader.h).
-  // Blank (only spaces or tabs) counts as unset, like an empty value: no file has that name.
-  if (const char* v = get("LUMA_PLAN"); v != nullptr && std::string_view(v).find_first_not_of(" \t\n") != std::string_view::npos)
-    s.plan = v;
-  out.table.push_back({"LUMA_PLAN", "", s.plan,
-                       "serve each device from this plan (luma plan -o) while the run follows "
-                       "it; empty: the caching allocator only"});
   return out;
 }
 

@@ -1,0 +1,68 @@
+// entry_points.h - the one table of driver entry points luma touches. Everything about a
+// hook is written here once: the enum (proc_address.h), the cuGetProcAddress answer with
+// its ABI versions (proc_address.cpp), the real driver's pointer and how it is resolved
+// (real_driver.h/.cpp), the exported function's address (hooks.cpp) and the export list
+// (libluma.map.in, generated at build time). Adding a hook is one line here plus its
+// exported function in hooks.cpp; a missing function fails the link.
+//
+// Pure preprocessor lists (mimalloc's MI_STAT_FIELDS style), no includes, so the linker
+// script can be generated from the same lines by the C preprocessor.
+//
+// LUMA_HOOKS(X): entry points libluma.so exports and hands out instead of the driver's.
+//   X(id, symbol, request, min_version, max_version, pfn, how, driver_name)
+//   id           RealDriver field and Hook enumerator
+//   symbol       the exported name of the ABI luma implements
+//   request      the name a caller passes to cuGetProcAddress
+//   min_version  the first cudaVersion that means that ABI (cuda.h's "_v2 since" version)
+//   max_version  the first cudaVersion that no longer does (0: none)
+//   pfn          its signature (cuda_abi.h)
+//   how          how the real function is found: by_dlsym (glibc dlsym on libcuda.so.1),
+//                legacy (cuGetProcAddress_v2, legacy default stream), per_thread (the
+//                per-thread-default-stream variant)
+//   driver_name  the name resolved in the real driver (the request, except for a twin)
+// Versions: the 64-bit _v2 memory calls came in CUDA 3.2 (3020); cuStreamDestroy_v2,
+// cuCtxDestroy_v2 and cuPointerGetAttribute in 4.0; cuStreamCreateWithPriority in 5.5; the
+// _v2 ABI of cuDevicePrimaryCtxRelease/Reset in 11.0 (the 7.0 ABI is forwarded untouched);
+// cuMemFreeAsync in 11.2; cuGetProcAddress in 11.3 and its _v2 ABI (symbolStatus) in 12.0.
+#pragma once
+
+// clang-format off
+#define LUMA_HOOKS(X) \
+  X(get_proc_address_v1, cuGetProcAddress, "cuGetProcAddress", 11030, 12000, PFN_cuGetProcAddress_v1, by_dlsym, "cuGetProcAddress") \
+  X(get_proc_address_v2, cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0, PFN_cuGetProcAddress_v2, by_dlsym, "cuGetProcAddress_v2") \
+  X(mem_alloc, cuMemAlloc_v2, "cuMemAlloc", 3020, 0, PFN_cuMemAlloc_v2, legacy, "cuMemAlloc") \
+  X(mem_free, cuMemFree_v2, "cuMemFree", 3020, 0, PFN_cuMemFree_v2, legacy, "cuMemFree") \
+  X(mem_alloc_pitch, cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0, PFN_cuMemAllocPitch_v2, legacy, "cuMemAllocPitch") \
+  X(mem_get_info, cuMemGetInfo_v2, "cuMemGetInfo", 3020, 0, PFN_cuMemGetInfo_v2, legacy, "cuMemGetInfo") \
+  X(mem_get_address_range, cuMemGetAddressRange_v2, "cuMemGetAddressRange", 3020, 0, PFN_cuMemGetAddressRange_v2, legacy, "cuMemGetAddressRange") \
+  X(pointer_get_attribute, cuPointerGetAttribute, "cuPointerGetAttribute", 4000, 0, PFN_cuPointerGetAttribute, legacy, "cuPointerGetAttribute") \
+  X(stream_create, cuStreamCreate, "cuStreamCreate", 2000, 0, PFN_cuStreamCreate, legacy, "cuStreamCreate") \
+  X(stream_create_with_priority, cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050, 0, PFN_cuStreamCreateWithPriority, legacy, "cuStreamCreateWithPriority") \
+  X(stream_destroy, cuStreamDestroy_v2, "cuStreamDestroy", 4000, 0, PFN_cuStreamDestroy_v2, legacy, "cuStreamDestroy") \
+  X(ctx_destroy, cuCtxDestroy_v2, "cuCtxDestroy", 4000, 0, PFN_cuCtxDestroy_v2, legacy, "cuCtxDestroy") \
+  X(primary_ctx_release, cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, 0, PFN_cuDevicePrimaryCtxRelease_v2, legacy, "cuDevicePrimaryCtxRelease") \
+  X(primary_ctx_reset, cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0, PFN_cuDevicePrimaryCtxReset_v2, legacy, "cuDevicePrimaryCtxReset") \
+  X(mem_free_async, cuMemFreeAsync, "cuMemFreeAsync", 11020, 0, PFN_cuMemFreeAsync, legacy, "cuMemFreeAsync") \
+  X(mem_free_async_ptsz, cuMemFreeAsync_ptsz, "cuMemFreeAsync_ptsz", 11020, 0, PFN_cuMemFreeAsync, per_thread, "cuMemFreeAsync")
+
+// LUMA_DRIVER_CALLS(X): entry points luma calls itself but does not hook.
+//   X(id, driver_name, version, pfn) - resolved with cuGetProcAddress_v2 at that ABI
+//   (legacy default stream); versions as cuda.h declares them.
+#define LUMA_DRIVER_CALLS(X) \
+  X(ctx_get_current, "cuCtxGetCurrent", 4000, PFN_cuCtxGetCurrent) \
+  X(ctx_push_current, "cuCtxPushCurrent", 4000, PFN_cuCtxPushCurrent_v2) \
+  X(ctx_pop_current, "cuCtxPopCurrent", 4000, PFN_cuCtxPopCurrent_v2) \
+  X(ctx_get_device, "cuCtxGetDevice", 2000, PFN_cuCtxGetDevice) \
+  X(ctx_synchronize, "cuCtxSynchronize", 2000, PFN_cuCtxSynchronize) \
+  X(event_create, "cuEventCreate", 2000, PFN_cuEventCreate) \
+  X(event_record, "cuEventRecord", 2000, PFN_cuEventRecord) \
+  X(event_query, "cuEventQuery", 2000, PFN_cuEventQuery) \
+  X(event_synchronize, "cuEventSynchronize", 2000, PFN_cuEventSynchronize) \
+  X(event_destroy, "cuEventDestroy", 4000, PFN_cuEventDestroy_v2) \
+  X(primary_ctx_retain, "cuDevicePrimaryCtxRetain", 7000, PFN_cuDevicePrimaryCtxRetain) \
+  X(primary_ctx_get_state, "cuDevicePrimaryCtxGetState", 7000, PFN_cuDevicePrimaryCtxGetState) \
+  X(device_get_count, "cuDeviceGetCount", 2000, PFN_cuDeviceGetCount) \
+  X(device_get, "cuDeviceGet", 2000, PFN_cuDeviceGet) \
+  X(device_get_name, "cuDeviceGetName", 2000, PFN_cuDeviceGetName) \
+  X(device_total_mem, "cuDeviceTotalMem", 3020, PFN_cuDeviceTotalMem_v2)
+// clang-format on

@@ -1,0 +1,342 @@
+// serve.cpp - the serving logic behind the hooks (serve.h): which allocator a call goes
+// to, what luma answers, and what the real driver must still be asked.
+//
+// One interception point at the driver: both CUDA runtimes (static and shared) reach the
+// driver only through dlopen("libcuda.so.1") + dlsym(handle, "cuGetProcAddress_v2") +
+// cuGetProcAddress_v2 (docs/architecture.md). luma's dlsym hands out its own
+// cuGetProcAddress_v2, which hands out luma's cuMem* for the ABI luma implements; the same
+// cuMem* are exported for programs linked with -lcuda. So all three kinds of program end
+// up in the same few functions below.
+#include "serve.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+#include "call_context.h"
+#include "dlsym_hook.h"
+#include "log.h"
+#include "proc_address.h"
+#include "recursion_guard.h"
+
+namespace luma::shim {
+namespace {
+
+using luma::core::trace::EntryPoint;
+
+// pitch alignment cuMemAllocPitch gives: the driver's texture pitch alignment on every
+// architecture CUDA 13 supports is at most 512 bytes.
+constexpr std::size_t kPitchAlignment = 512;
+
+void* as_ptr(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p)); }
+CUdeviceptr as_dptr(const void* p) {
+  return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
+}
+
+// Whether ctx (current on this thread) is the primary context of device: its reset or
+// last release destroys it. Asked only while that primary context is active, so the
+// retain/release pair changes nothing (an inactive one cannot be current).
+bool is_primary_context(const RealDriver& d, CUcontext ctx, CUdevice device) noexcept {
+  if (d.primary_ctx_get_state == nullptr || d.primary_ctx_retain == nullptr ||
+      d.primary_ctx_release == nullptr)
+    return false;
+  unsigned flags = 0;
+  int active = 0;
+  if (d.primary_ctx_get_state(device, &flags, &active) != CUDA_SUCCESS || active == 0) return false;
+  CUcontext primary = nullptr;
+  if (d.primary_ctx_retain(&primary, device) != CUDA_SUCCESS) return false;
+  d.primary_ctx_release(device);
+  return primary == ctx;
+}
+
+// Said once: the context table is full, so allocations of new contexts go to the driver.
+void warn_table_full() noexcept {
+  static std::atomic<bool> said{false};
+  if (said.exchange(true)) return;
+  log_noexcept(spdlog::level::warn,
+               "more than {} CUDA contexts in this process: allocations of further contexts "
+               "go to the driver uncached and are not in luma's statistics",
+               ContextTable::kMaxContexts);
+}
+
+ContextEntry* current_entry(State& s) {
+  CUcontext ctx = nullptr;
+  if (s.driver.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return nullptr;
+  ContextEntry* found = s.contexts.find_or_create(ctx, [&]() -> ContextEntry* {
+    CUdevice device = 0;
+    if (s.driver.ctx_get_device(&device) != CUDA_SUCCESS) device = 0;
+    auto* e = new ContextEntry(s.driver, ctx, device, s.settings.core, s.streams,
+                               s.plans.plan_for_new_allocator(s.driver));
+    if (e->allocator.has_plan()) e->allocator.set_divergence_sink(&s.divergence_log);
+    e->primary = is_primary_context(s.driver, ctx, device);
+    // Before the entry is published: the allocator's first event is already recorded.
+    if (luma::core::EventSink* sink = s.recorder.sink_for_new_allocator(s.driver))
+      e->allocator.set_event_sink(sink);
+    log().debug("serving context {} of device {}", static_cast<void*>(ctx), device);
+    return e;
+  });
+  if (found == nullptr && s.contexts.size() == ContextTable::kMaxContexts) warn_table_full();
+  return found;
+}
+
+CUresult allocate(State& s, CUdeviceptr* dptr, std::size_t bytes, EntryPoint entry) {
+  if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  CallScope scope(entry);
+  if (s.recorder.stack_depth() > 0) s.recorder.capture_stack();
+  ContextEntry* e = current_entry(s);
+  if (e == nullptr) return s.driver.mem_alloc(dptr, bytes);  // no context: the driver's error
+  core::AllocResult r = e->allocator.allocate(bytes);
+  switch (r.status) {
+    case core::AllocStatus::ok:
+      *dptr = as_dptr(r.ptr);
+      return CUDA_SUCCESS;
+    case core::AllocStatus::invalid_size:
+      return CUDA_ERROR_INVALID_VALUE;
+    case core::AllocStatus::out_of_memory:
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    case core::AllocStatus::device_error:  // the driver's own code, as the real call gives it
+      return static_cast<CUresult>(r.device_error);
+  }
+  return CUDA_ERROR_UNKNOWN;
+}
+
+// The live luma block containing ptr (its start or any byte inside): what the program
+// allocated, which the driver would describe as the allocation. False when none does.
+bool block_containing(State& s, const void* ptr, core::SegmentRange* block) noexcept {
+  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
+    ContextEntry* e = s.contexts.at(i);
+    if (!e->retired.load(std::memory_order_relaxed) && e->allocator.block_of(ptr, block)) return true;
+  }
+  return false;
+}
+
+// Whether ptr lies in memory luma holds from the driver (a segment, or a plan's arena) -
+// live, free or pending. Memory there that is in no live block is, to the program, memory
+// it does not hold: freed, or never handed out.
+bool in_luma_memory(State& s, const void* ptr) noexcept {
+  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
+    ContextEntry* e = s.contexts.at(i);
+    if (!e->retired.load(std::memory_order_relaxed) && e->allocator.segment_of(ptr, nullptr)) return true;
+  }
+  return false;
+}
+
+// A free luma answers: CUDA_SUCCESS (the block went into the cache), CUDA_ERROR_INVALID_VALUE
+// (a luma segment, but not the start of a live block: a double or interior free), or
+// nullopt (not luma's memory: the driver's business). Any context's allocator: a free may
+// come from another thread with another device current.
+std::optional<CUresult> free_in_cache(State& s, void* p) noexcept {
+  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
+    ContextEntry* e = s.contexts.at(i);
+    if (e->retired.load(std::memory_order_relaxed)) continue;
+    switch (e->allocator.free(p)) {
+      case luma::core::FreeStatus::ok: return CUDA_SUCCESS;
+      case luma::core::FreeStatus::invalid: return CUDA_ERROR_INVALID_VALUE;
+      case luma::core::FreeStatus::not_owned: break;
+    }
+  }
+  return std::nullopt;
+}
+
+// The context of e is gone, its memory with it: forget it all (no driver call), and let
+// the next allocation in a context with this handle start a fresh entry.
+void retire_entry(State& s, ContextEntry* e) noexcept {
+  e->allocator.drop_device_memory();
+  e->driver_device.forget_events();
+  s.streams.remove_context(e->ctx);
+  s.contexts.retire(e);
+  log_noexcept(spdlog::level::info,
+               "context {} of device {} was destroyed; its cached memory went with it",
+               static_cast<void*>(e->ctx), e->device);
+}
+
+// Retires the live entry of device's primary context, if any.
+void retire_primary(State& s, CUdevice device) noexcept {
+  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
+    ContextEntry* e = s.contexts.at(i);
+    if (e->primary && e->device == device && !e->retired.load(std::memory_order_acquire)) retire_entry(s, e);
+  }
+}
+
+}  // namespace
+
+const RealDriver* loaded_driver() noexcept {
+  State* s = state_if_ready();
+  return (s != nullptr && s->driver_loaded) ? &s->driver : nullptr;
+}
+
+void log_internal_error(const char* where) noexcept {
+  log_noexcept(spdlog::level::err, "internal error in {}; forwarding the call to the driver", where);
+}
+
+// ---- memory ----------------------------------------------------------------------------
+
+CUresult serve_mem_alloc(State& s, CUdeviceptr* dptr, std::size_t bytes) {
+  return allocate(s, dptr, bytes, EntryPoint::cuMemAlloc);
+}
+
+CUresult serve_mem_alloc_pitch(State& s, CUdeviceptr* dptr, std::size_t* pitch,
+                               std::size_t width, std::size_t height, unsigned element_size) {
+  // The driver's rules: element sizes 4, 8 or 16 bytes, no empty dimension.
+  if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0 ||
+      (element_size != 4 && element_size != 8 && element_size != 16))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (width > SIZE_MAX - kPitchAlignment) return CUDA_ERROR_INVALID_VALUE;
+  const std::size_t row = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
+  if (height > SIZE_MAX / row) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = allocate(s, dptr, row * height, EntryPoint::cuMemAllocPitch);
+  if (r == CUDA_SUCCESS) *pitch = row;
+  return r;
+}
+
+CUresult serve_mem_free(State& s, CUdeviceptr dptr) {
+  // A null pointer: the driver's own answer.
+  if (dptr == 0) return s.driver.mem_free(dptr);
+  CallScope scope(EntryPoint::cuMemFree);
+  if (std::optional<CUresult> r = free_in_cache(s, as_ptr(dptr))) return *r;
+  // Allocated before luma was active, or by a path luma does not serve.
+  return s.driver.mem_free(dptr);
+}
+
+// CUDA accepts a stream-ordered free of cuMemAlloc memory, so a program may hand one a
+// luma block; given to the driver, that pointer would free the segment under every other
+// block carved from it (or fail). luma takes it into its cache like cuMemFree_v2: its
+// fence covers all work issued before the free, on every stream luma tracks, which
+// includes the work the free is ordered after. Anything else (cuMemAllocAsync memory above
+// all) goes to the driver's function the request named.
+CUresult serve_mem_free_async(State& s, CUdeviceptr dptr, CUstream stream,
+                              PFN_cuMemFreeAsync real) {
+  if (dptr == 0) return real(dptr, stream);
+  CallScope scope(EntryPoint::cuMemFreeAsync);
+  if (std::optional<CUresult> r = free_in_cache(s, as_ptr(dptr))) return *r;
+  return real(dptr, stream);
+}
+
+CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total) {
+  CUresult r = s.driver.mem_get_info(free, total);
+  if (r != CUDA_SUCCESS || free == nullptr || !s.settings.core.report_cached_as_free) return r;
+  // Memory the cache holds but the program does not is free to the program: it gets it
+  // from luma without a driver call (programs size themselves from this number).
+  CUcontext ctx = nullptr;
+  if (s.driver.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx != nullptr) {
+    if (ContextEntry* e = s.contexts.find(ctx)) {
+      std::size_t cached = e->allocator.cached_bytes();
+      std::size_t limit = total != nullptr ? *total : SIZE_MAX;
+      *free = (*free > limit - std::min(cached, limit)) ? limit : *free + cached;
+    }
+  }
+  return r;
+}
+
+CUresult serve_mem_get_address_range(State& s, CUdeviceptr* base, std::size_t* size,
+                                     CUdeviceptr dptr) {
+  luma::core::SegmentRange block;
+  // The program's allocation is the block, not the segment luma carved it from; a byte
+  // of a segment in no live block belongs to no allocation of the program's (it freed
+  // it, or never got it): what the driver says of an address it never allocated.
+  if (block_containing(s, as_ptr(dptr), &block)) {
+    if (base != nullptr) *base = as_dptr(block.base);
+    if (size != nullptr) *size = block.size;
+    return CUDA_SUCCESS;
+  }
+  if (in_luma_memory(s, as_ptr(dptr))) return CUDA_ERROR_NOT_FOUND;
+  return s.driver.mem_get_address_range(base, size, dptr);
+}
+
+CUresult serve_pointer_get_attribute(State& s, void* data, CUpointer_attribute attribute,
+                                     CUdeviceptr ptr) {
+  if (data != nullptr && (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
+                          attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE)) {
+    luma::core::SegmentRange block;
+    if (block_containing(s, as_ptr(ptr), &block)) {
+      if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+        *static_cast<CUdeviceptr*>(data) = as_dptr(block.base);
+      else
+        *static_cast<size_t*>(data) = block.size;
+      return CUDA_SUCCESS;
+    }
+    // The range of memory the program does not hold (see serve_mem_get_address_range):
+    // the driver's answer for a pointer it never allocated.
+    if (in_luma_memory(s, as_ptr(ptr))) return CUDA_ERROR_INVALID_VALUE;
+  }
+  return s.driver.pointer_get_attribute(data, attribute, ptr);
+}
+
+// ---- observers -------------------------------------------------------------------------
+
+void on_stream_created(State& s, CUstream stream, unsigned flags) noexcept {
+  if ((flags & CU_STREAM_NON_BLOCKING) == 0) return;  // the legacy stream covers it
+  if (!s.serves()) return;
+  CUcontext ctx = nullptr;
+  if (s.driver.ctx_get_current(&ctx) != CUDA_SUCCESS) return;
+  try {
+    s.streams.add(ctx, stream);
+  } catch (...) {
+    log_internal_error("cuStreamCreate (stream not tracked)");
+  }
+}
+
+void on_stream_destroying(State& s, CUstream stream) noexcept {
+  s.streams.remove(stream);  // before the real destroy: no fence on a dead stream
+}
+
+// A destroyed context takes its memory along: after the real call succeeded, the
+// context's entry is retired (retire_entry): the segments luma cached are gone with it,
+// and a later context (even with the same handle) is served afresh.
+void on_context_destroyed(State& s, CUcontext ctx) noexcept {
+  if (ContextEntry* e = s.contexts.find(ctx)) retire_entry(s, e);
+}
+
+void on_primary_context_reset(State& s, CUdevice device) noexcept { retire_primary(s, device); }
+
+void on_primary_context_released(State& s, CUdevice device) noexcept {
+  // Only the last release destroys it: ask whether it is still active.
+  unsigned flags = 0;
+  int active = 1;
+  if (s.driver.primary_ctx_get_state != nullptr &&
+      s.driver.primary_ctx_get_state(device, &flags, &active) == CUDA_SUCCESS && active == 0)
+    retire_primary(s, device);
+}
+
+// ---- resolution ------------------------------------------------------------------------
+
+void substitute(const char* symbol, void** pfn, int version) noexcept {
+  if (symbol == nullptr || pfn == nullptr || *pfn == nullptr) return;
+  State* s = state_if_ready();
+  if (s != nullptr && s->settings.disable) return;
+  Hook h = hook_for_request(symbol, version);
+  if (h == Hook::mem_free_async || h == Hook::mem_free_async_ptsz) {
+    // Which twin the driver handed out (the request's flags and the program's default
+    // stream decided): luma's hook must forward foreign pointers to that same one.
+    if (s == nullptr) return;
+    if (*pfn == reinterpret_cast<void*>(s->driver.mem_free_async)) h = Hook::mem_free_async;
+    else if (*pfn == reinterpret_cast<void*>(s->driver.mem_free_async_ptsz)) h = Hook::mem_free_async_ptsz;
+    else return;  // a variant luma does not know: the driver's, untouched
+  }
+  if (h != Hook::none) *pfn = hook_function(h);
+}
+
+bool in_libcuda(void* fn) noexcept {
+  Dl_info info{};
+  if (dladdr(fn, &info) == 0 || info.dli_fname == nullptr) return false;
+  const char* base = std::strrchr(info.dli_fname, '/');
+  base = base != nullptr ? base + 1 : info.dli_fname;
+  return std::strncmp(base, "libcuda.so", 10) == 0;
+}
+
+// dlsym_hook.cpp's dlsym, for a name that starts with "cu" looked up outside luma: a driver
+// entry point luma serves, found in the real driver, is answered with luma's hook.
+void* dlsym_for_driver(void* handle, const char* name, DlsymFn real) noexcept {
+  Hook h = hook_for_symbol(name);
+  if (h == Hook::none) return real(handle, name);
+  void* fn = real(handle, name);
+  // Only lookups into the real driver are redirected; a name found elsewhere (luma's own
+  // export through RTLD_DEFAULT, another library's) is answered as glibc would.
+  if (fn != nullptr && in_libcuda(fn)) return hook_function(h);
+  return fn;
+}
+
+}  // namespace luma::shim

@@ -1,0 +1,55 @@
+// serve.h - what luma does for each hooked driver call, once hooks.cpp has decided that
+// luma serves it (the calling thread is not already inside luma, the state is built and
+// caching is on). Each function gets the process state and the call's own arguments and
+// returns the driver's error code for the same situation; hooks.cpp turns an exception
+// into the real driver's answer. Nothing here is exported.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+
+#include "cuda_abi.h"
+#include "proc_address.h"
+#include "shim_state.h"
+#include "trace/trace_format.h"
+
+namespace luma::shim {
+
+// The driver to forward to from a nested call: never initialises (the initialising thread
+// holds the guard, and pthread_once would deadlock). nullptr before the driver is loaded.
+const RealDriver* loaded_driver() noexcept;
+// One log line: luma failed inside `where` and forwards the call to the driver.
+void log_internal_error(const char* where) noexcept;
+
+// ---- memory ----
+CUresult serve_mem_alloc(State& s, CUdeviceptr* dptr, std::size_t bytes);
+CUresult serve_mem_alloc_pitch(State& s, CUdeviceptr* dptr, std::size_t* pitch,
+                               std::size_t width, std::size_t height, unsigned element_size);
+// cuMemFree_v2 and both cuMemFreeAsync twins: a luma block goes into the cache; anything
+// else goes to `real` (the driver function the program's request resolved to).
+CUresult serve_mem_free(State& s, CUdeviceptr dptr);
+CUresult serve_mem_free_async(State& s, CUdeviceptr dptr, CUstream stream,
+                              PFN_cuMemFreeAsync real);
+CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total);
+CUresult serve_mem_get_address_range(State& s, CUdeviceptr* base, std::size_t* size,
+                                     CUdeviceptr dptr);
+CUresult serve_pointer_get_attribute(State& s, void* data, CUpointer_attribute attribute,
+                                     CUdeviceptr ptr);
+
+// ---- observers: the real call succeeded, luma updates what it knows ----
+void on_stream_created(State& s, CUstream stream, unsigned flags) noexcept;
+void on_stream_destroying(State& s, CUstream stream) noexcept;  // before the real destroy
+void on_context_destroyed(State& s, CUcontext ctx) noexcept;
+void on_primary_context_reset(State& s, CUdevice device) noexcept;
+void on_primary_context_released(State& s, CUdevice device) noexcept;
+
+// ---- resolution ----
+// Replaces *pfn (the driver's answer to cuGetProcAddress(symbol, ..., version)) with luma's
+// function when the request names an ABI luma serves.
+void substitute(const char* symbol, void** pfn, int version) noexcept;
+// Whether fn lies in the real driver (a library named libcuda.so*).
+bool in_libcuda(void* fn) noexcept;
+// hooks.cpp: the exported function of a hook.
+void* hook_function(Hook h) noexcept;
+
+}  // namespace luma::shim
