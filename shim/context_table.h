@@ -1,10 +1,11 @@
-// context_table.h - one allocator (core::DeviceAllocator) per CUDA context (blocks belong to the context
-// that allocated them), found without a lock on the hot path: entries are published once
-// into a fixed array and never removed or freed (a context outliving luma's interest in it
-// costs one small record; freeing it could race with a free on another thread).
-// A destroyed context's entry is retired: lookups skip it, so a context created later -
-// even one the driver gives the same handle - gets a fresh entry; the retired one stays
-// for the statistics at exit.
+// context_table.h - one allocator (core::DeviceAllocator) per CUDA context (blocks belong to
+// the context that allocated them), found without a lock on the hot path. Entries are
+// never freed (a context outliving luma's interest in it costs one small record; freeing
+// it could race with a free on another thread): each is published into a slot of a
+// fixed array while its context lives, and into an append-only list of every entry ever
+// made, which the exit statistics read. A destroyed context's entry is retired: its slot
+// is emptied for a later context (so only contexts alive at once are limited), lookups
+// skip it, and it stays in the list for the statistics.
 // Must never call the driver itself; the caller builds entries.
 #pragma once
 
@@ -34,56 +35,86 @@ struct ContextEntry {
   int device;
   bool primary = false;  // the device's primary context (reset and release destroy it)
   std::atomic<bool> retired{false};
+  ContextEntry* next_made = nullptr;  // the entry made before this one (ContextTable::made)
   DriverDevice driver_device;
   core::DeviceAllocator allocator;  // the cache, with the plan's replay in front of it
 };
 
 class ContextTable {
  public:
-  // More contexts than this in one process is unheard of (one primary context per device,
-  // re-made after each reset); beyond it, allocations of further contexts are forwarded to
-  // the driver uncached.
+  // More contexts alive at once than this in one process is unheard of (one primary
+  // context per device, or a few of the program's own); beyond it, allocations of further
+  // contexts are forwarded to the driver uncached. Contexts that ended do not count.
   static constexpr std::size_t kMaxContexts = 256;
 
   // The live (not retired) entry of ctx.
   ContextEntry* find(CUcontext ctx) const noexcept {
-    const std::size_t n = count_.load(std::memory_order_acquire);
+    const std::size_t n = used_.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < n; ++i) {
-      ContextEntry* e = entries_[i].load(std::memory_order_acquire);
-      if (e->ctx == ctx && !e->retired.load(std::memory_order_acquire)) return e;
+      ContextEntry* e = slots_[i].load(std::memory_order_acquire);
+      if (e != nullptr && e->ctx == ctx && !e->retired.load(std::memory_order_acquire)) return e;
     }
     return nullptr;
   }
 
-  // Marks e retired (under the table's lock, so find_or_create never races it).
+  // Marks e retired and frees its slot (under the table's lock, so find_or_create never
+  // races it). A reader that loaded e before sees it retired and skips it.
   void retire(ContextEntry* e) noexcept {
     std::lock_guard lock(mutex_);
     e->retired.store(true, std::memory_order_release);
+    const std::size_t n = used_.load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < n; ++i)
+      if (slots_[i].load(std::memory_order_relaxed) == e) slots_[i].store(nullptr, std::memory_order_release);
   }
 
   // make() -> ContextEntry* (new'd) or nullptr; called at most once per context.
+  // nullptr when kMaxContexts contexts are alive.
   template <typename Make>
   ContextEntry* find_or_create(CUcontext ctx, Make&& make) {
     if (ContextEntry* e = find(ctx)) return e;
     std::lock_guard lock(mutex_);
     if (ContextEntry* e = find(ctx)) return e;
-    const std::size_t n = count_.load(std::memory_order_relaxed);
-    if (n == kMaxContexts) return nullptr;
+    const std::size_t n = used_.load(std::memory_order_relaxed);
+    std::size_t slot = n;
+    for (std::size_t i = 0; i < n && slot == n; ++i)
+      if (slots_[i].load(std::memory_order_relaxed) == nullptr) slot = i;
+    if (slot == kMaxContexts) return nullptr;
     ContextEntry* e = make();
     if (e == nullptr) return nullptr;
-    entries_[n].store(e, std::memory_order_release);
-    count_.store(n + 1, std::memory_order_release);
+    e->next_made = made_.load(std::memory_order_relaxed);
+    made_.store(e, std::memory_order_release);
+    slots_[slot].store(e, std::memory_order_release);
+    if (slot == n) used_.store(n + 1, std::memory_order_release);
     return e;
   }
 
-  std::size_t size() const noexcept { return count_.load(std::memory_order_acquire); }
-  ContextEntry* at(std::size_t i) const noexcept {
-    return entries_[i].load(std::memory_order_acquire);
+  // Whether every slot holds a live context (find_or_create refuses new ones).
+  bool full() const noexcept {
+    const std::size_t n = used_.load(std::memory_order_acquire);
+    if (n < kMaxContexts) return false;
+    for (std::size_t i = 0; i < n; ++i)
+      if (slots_[i].load(std::memory_order_acquire) == nullptr) return false;
+    return true;
   }
 
+  // fn(ContextEntry&) for every live entry.
+  template <typename Fn>
+  void for_each_live(Fn&& fn) const {
+    const std::size_t n = used_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < n; ++i) {
+      ContextEntry* e = slots_[i].load(std::memory_order_acquire);
+      if (e != nullptr && !e->retired.load(std::memory_order_acquire)) fn(*e);
+    }
+  }
+  // The first of every entry ever made, newest first (follow next_made); retired ones
+  // included, for the statistics at exit.
+  ContextEntry* made() const noexcept { return made_.load(std::memory_order_acquire); }
+  bool empty() const noexcept { return made() == nullptr; }
+
  private:
-  std::array<std::atomic<ContextEntry*>, kMaxContexts> entries_{};
-  std::atomic<std::size_t> count_{0};
+  std::array<std::atomic<ContextEntry*>, kMaxContexts> slots_{};
+  std::atomic<std::size_t> used_{0};  // slots ever used (a prefix of slots_)
+  std::atomic<ContextEntry*> made_{nullptr};
   std::mutex mutex_;
 };
 

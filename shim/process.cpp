@@ -98,9 +98,9 @@ std::string format_output(const State& s, int signal) {
   const auto deadline = std::chrono::steady_clock::now() + kStatsLockWait;
   std::vector<core::DeviceStats> devices;
   std::string busy;
-  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
+  for (const ContextEntry* e = s.contexts.made(); e != nullptr; e = e->next_made) {
     core::DeviceStats d;
-    if (s.contexts.at(i)->allocator.try_stats(&d, deadline)) {
+    if (e->allocator.try_stats(&d, deadline)) {
       // One entry per device, as PyTorch reports: the contexts of a device (one per
       // reset, or the program's own) are added up (core::accumulate_context).
       auto same = std::find_if(devices.begin(), devices.end(),
@@ -108,9 +108,11 @@ std::string format_output(const State& s, int signal) {
       if (same == devices.end()) devices.push_back(d);
       else core::accumulate_context(*same, d);
     } else {
-      busy += (busy.empty() ? "" : ", ") + std::to_string(s.contexts.at(i)->device);
+      busy += (busy.empty() ? "" : ", ") + std::to_string(e->device);
     }
   }
+  std::sort(devices.begin(), devices.end(),
+            [](const core::DeviceStats& a, const core::DeviceStats& b) { return a.device < b.device; });
   std::vector<core::StatsExtra> extra = {
       core::StatsExtra::text("luma_version", LUMA_VERSION),
       core::StatsExtra::number("pid", static_cast<std::int64_t>(getpid())),
@@ -125,9 +127,9 @@ std::string format_output(const State& s, int signal) {
   // LUMA_PLAN: whether the run was served from its plan, how far it got, real allocations.
   std::vector<core::ReplayStats> replay;
   if (s.plans.wanted())
-    for (std::size_t i = 0; i < s.contexts.size(); ++i) {
+    for (const ContextEntry* e = s.contexts.made(); e != nullptr; e = e->next_made) {
       core::ReplayStats r;
-      if (s.contexts.at(i)->allocator.try_replay_stats(&r, deadline)) replay.push_back(r);
+      if (e->allocator.try_replay_stats(&r, deadline)) replay.push_back(r);
     }
   if (s.settings.stats == StatsFormat::json) {
     if (s.plans.wanted())
@@ -150,7 +152,7 @@ void print_stats_once(int signal) noexcept {
   State* s = state_if_ready();
   if (s == nullptr || s->inherited.load() || s->settings.stats == StatsFormat::off) return;
   // Nothing to say for a process that never had an allocation served: it stays silent.
-  if (s->contexts.size() == 0) return;
+  if (s->contexts.empty()) return;
   if (g_printed.exchange(true)) return;
   try {
     std::string text = format_output(*s, signal);
@@ -201,7 +203,7 @@ void on_fork_child() noexcept {
   signal_flush_in_child();  // the parent's flusher thread is not here
   State* s = state_if_ready();
   if (s == nullptr) return;
-  if (s->contexts.size() > 0) s->inherited.store(true);
+  if (!s->contexts.empty()) s->inherited.store(true);
   s->recorder.detach_in_child();  // the parent's trace mapping is never written here
 }
 

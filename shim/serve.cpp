@@ -57,8 +57,8 @@ void warn_table_full() noexcept {
   static std::atomic<bool> said{false};
   if (said.exchange(true)) return;
   log_noexcept(spdlog::level::warn,
-               "more than {} CUDA contexts in this process: allocations of further contexts "
-               "go to the driver uncached and are not in luma's statistics",
+               "more than {} CUDA contexts alive at once in this process: allocations of "
+               "further contexts go to the driver uncached and are not in luma's statistics",
                ContextTable::kMaxContexts);
 }
 
@@ -78,7 +78,7 @@ ContextEntry* current_entry(State& s) {
     log().debug("serving context {} of device {}", static_cast<void*>(ctx), device);
     return e;
   });
-  if (found == nullptr && s.contexts.size() == ContextTable::kMaxContexts) warn_table_full();
+  if (found == nullptr && s.contexts.full()) warn_table_full();
   return found;
 }
 
@@ -106,22 +106,18 @@ CUresult allocate(State& s, CUdeviceptr* dptr, std::size_t bytes, EntryPoint ent
 // The live luma block containing ptr (its start or any byte inside): what the program
 // allocated, which the driver would describe as the allocation. False when none does.
 bool block_containing(State& s, const void* ptr, core::SegmentRange* block) noexcept {
-  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
-    ContextEntry* e = s.contexts.at(i);
-    if (!e->retired.load(std::memory_order_relaxed) && e->allocator.block_of(ptr, block)) return true;
-  }
-  return false;
+  bool found = false;
+  s.contexts.for_each_live([&](ContextEntry& e) { found = found || e.allocator.block_of(ptr, block); });
+  return found;
 }
 
 // Whether ptr lies in memory luma holds from the driver (a segment, or a plan's arena) -
 // live, free or pending. Memory there that is in no live block is, to the program, memory
 // it does not hold: freed, or never handed out.
 bool in_luma_memory(State& s, const void* ptr) noexcept {
-  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
-    ContextEntry* e = s.contexts.at(i);
-    if (!e->retired.load(std::memory_order_relaxed) && e->allocator.segment_of(ptr, nullptr)) return true;
-  }
-  return false;
+  bool found = false;
+  s.contexts.for_each_live([&](ContextEntry& e) { found = found || e.allocator.segment_of(ptr, nullptr); });
+  return found;
 }
 
 // A free luma answers: CUDA_SUCCESS (the block went into the cache), CUDA_ERROR_INVALID_VALUE
@@ -129,16 +125,16 @@ bool in_luma_memory(State& s, const void* ptr) noexcept {
 // nullopt (not luma's memory: the driver's business). Any context's allocator: a free may
 // come from another thread with another device current.
 std::optional<CUresult> free_in_cache(State& s, void* p) noexcept {
-  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
-    ContextEntry* e = s.contexts.at(i);
-    if (e->retired.load(std::memory_order_relaxed)) continue;
-    switch (e->allocator.free(p)) {
-      case luma::core::FreeStatus::ok: return CUDA_SUCCESS;
-      case luma::core::FreeStatus::invalid: return CUDA_ERROR_INVALID_VALUE;
+  std::optional<CUresult> answer;
+  s.contexts.for_each_live([&](ContextEntry& e) {
+    if (answer) return;
+    switch (e.allocator.free(p)) {
+      case luma::core::FreeStatus::ok: answer = CUDA_SUCCESS; break;
+      case luma::core::FreeStatus::invalid: answer = CUDA_ERROR_INVALID_VALUE; break;
       case luma::core::FreeStatus::not_owned: break;
     }
-  }
-  return std::nullopt;
+  });
+  return answer;
 }
 
 // The context of e is gone, its memory with it: forget it all (no driver call), and let
@@ -155,10 +151,11 @@ void retire_entry(State& s, ContextEntry* e) noexcept {
 
 // Retires the live entry of device's primary context, if any.
 void retire_primary(State& s, CUdevice device) noexcept {
-  for (std::size_t i = 0; i < s.contexts.size(); ++i) {
-    ContextEntry* e = s.contexts.at(i);
-    if (e->primary && e->device == device && !e->retired.load(std::memory_order_acquire)) retire_entry(s, e);
-  }
+  ContextEntry* primary = nullptr;
+  s.contexts.for_each_live([&](ContextEntry& e) {
+    if (e.primary && e.device == device) primary = &e;
+  });
+  if (primary != nullptr) retire_entry(s, primary);
 }
 
 }  // namespace

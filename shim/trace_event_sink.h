@@ -51,6 +51,8 @@ class TraceEventSink final : public core::EventSink {
                  const TraceGate& gate) noexcept
       : writer_(writer), clock_(clock), gate_(gate) {}
 
+  TraceEventSink* next = nullptr;  // the sink made before this one (TraceRecorder's list)
+
   void on_event(const core::Event& e) noexcept override {
     bool stopping;
     if (gate_.membarrier) [[likely]] {

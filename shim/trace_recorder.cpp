@@ -164,12 +164,11 @@ core::EventSink* TraceRecorder::sink_for_new_allocator(const RealDriver& driver)
     open(driver);
   }
   if (!writer_) return nullptr;
-  const std::size_t n = sink_count_.load(std::memory_order_relaxed);
-  if (n == ContextTable::kMaxContexts) return nullptr;
   auto* sink = new (std::nothrow) TraceEventSink(*writer_, clock_, gate_);
   if (sink == nullptr) return nullptr;
-  sinks_[n].store(sink, std::memory_order_release);
-  sink_count_.store(n + 1, std::memory_order_release);
+  // Called under the context table's lock (one allocator at a time), so a plain push.
+  sink->next = sinks_.load(std::memory_order_relaxed);
+  sinks_.store(sink, std::memory_order_release);
   return sink;
 }
 
@@ -191,9 +190,9 @@ void TraceRecorder::close_at_exit() noexcept {
   if (gate_.membarrier)
     (void)::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
   const std::uint64_t deadline = monotonic_ns() + kCloseWaitNs;
-  const std::size_t n = sink_count_.load(std::memory_order_acquire);
-  for (std::size_t i = 0; i < n; ++i) {
-    while (sinks_[i].load(std::memory_order_acquire)->busy()) {
+  for (TraceEventSink* sink = sinks_.load(std::memory_order_acquire); sink != nullptr;
+       sink = sink->next) {
+    while (sink->busy()) {
       // Left unfinished, the trace still reads up to its last completed event.
       if (monotonic_ns() > deadline) return;
       sched_yield();

@@ -64,8 +64,8 @@ class TraceRecorder {
   std::string path_;
   EventClock clock_;
   std::unique_ptr<core::TraceWriter> writer_;
-  std::atomic<TraceEventSink*> sinks_[ContextTable::kMaxContexts] = {};
-  std::atomic<std::size_t> sink_count_{0};
+  // Every sink made, newest first (one per allocator; never freed: events may still come).
+  std::atomic<TraceEventSink*> sinks_{nullptr};
   TraceGate gate_;  // stopping + membarrier (see trace_event_sink.h)
   std::atomic<bool> detached_{false};
   std::atomic<bool> closed_{false};

@@ -369,6 +369,23 @@ TEST(Contexts, CreatedDestroyedAndReleasedContextsAreServedAfresh) {
   EXPECT_TRUE(r.result.err.empty()) << r.result.err;
 }
 
+// Regression: entries of destroyed contexts used up the table, so after 256 of them
+// caching stopped for good with a warning about "more than 256 contexts".
+TEST(Contexts, OnlyContextsAliveAtOnceAreLimited) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma("driver", {"many-contexts", "300"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  int retired = 0, absorbed = 0;
+  for (const json& d : r.stats["devices"]) {
+    retired += d["num_context_resets"].get<int>();
+    absorbed += d["cache_absorbed_calls"].get<int>();
+  }
+  EXPECT_EQ(retired, 300) << r.stats.dump();
+  // Each context's second allocation came from its cache (and each free went into it).
+  EXPECT_GE(absorbed, 300) << r.stats.dump();
+  EXPECT_EQ(r.result.err.find("contexts"), std::string::npos) << r.result.err;
+}
+
 TEST_P(EveryKind, DisabledLumaForwardsEverything) {
   REQUIRE_PROGRAMS();
   LumaRun r = run_under_luma(GetParam(), {"loop", "1000", "4096"}, {{"LUMA_DISABLE", "1"}});

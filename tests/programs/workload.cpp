@@ -625,6 +625,34 @@ int mode_contexts(int argc, char**) {
   return 0;
 }
 
+// Contexts made and destroyed one after another, more of them than luma has slots for
+// contexts alive at once: each is served like the first (only contexts alive at the same
+// time may be limited). Two pairs per context, so a cache serves the second from the first.
+int mode_many_contexts(int argc, char** argv) {
+  if (argc != 1) return kExitUsage;
+  if (A.ctx_create == nullptr) {
+    std::printf("many-contexts: the %s API makes no contexts of its own: skipped\n", A.name);
+    return kExitSkip;
+  }
+  const uint64_t rounds = parse(argv[0], "N");
+  std::vector<unsigned char> buf;
+  for (uint64_t round = 0; round < rounds; ++round) {
+    void* ctx = nullptr;
+    ok(A.ctx_create(&ctx), "context create");
+    for (int pair = 0; pair < 2; ++pair) {
+      Tagged x{nullptr, 8192, 100 + round};
+      ok(A.alloc(&x.p, x.n), "alloc in a created context");
+      if (!write_tag(x)) fail("tag in a created context", 0);
+      if (std::string e = check_tag(x, buf); !e.empty()) fail(e.c_str(), 0);
+      ok(A.free(x.p), "free in a created context");
+    }
+    ok(A.ctx_destroy(ctx), "context destroy");
+  }
+  std::printf("many-contexts: %llu created, used and destroyed: ok\n",
+              static_cast<unsigned long long>(rounds));
+  return 0;
+}
+
 // cuMemGetAddressRange of any byte of an allocation names that allocation (its start, at
 // least its size, no byte of a neighbour) - under luma the block, not the segment it was
 // carved from.
@@ -828,6 +856,7 @@ const Mode kModes[] = {
     {"async", "[ROUNDS]", mode_async},
     {"reset", "", mode_reset},
     {"contexts", "", mode_contexts},
+    {"many-contexts", "N", mode_many_contexts},
     {"address-range", "", mode_address_range},
     {"free-async-cached", "", mode_free_async_cached},
     {"train", "(LUMA_TEST_STEPS, LUMA_TEST_DIVERGE_AT, LUMA_TEST_ADDR_LOG)", mode_train},
