@@ -34,8 +34,6 @@
   X(mem_free, cuMemFree_v2, "cuMemFree", 3020, 0, PFN_cuMemFree_v2, legacy, "cuMemFree") \
   X(mem_alloc_pitch, cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0, PFN_cuMemAllocPitch_v2, legacy, "cuMemAllocPitch") \
   X(mem_get_info, cuMemGetInfo_v2, "cuMemGetInfo", 3020, 0, PFN_cuMemGetInfo_v2, legacy, "cuMemGetInfo") \
-  X(mem_get_address_range, cuMemGetAddressRange_v2, "cuMemGetAddressRange", 3020, 0, PFN_cuMemGetAddressRange_v2, legacy, "cuMemGetAddressRange") \
-  X(pointer_get_attribute, cuPointerGetAttribute, "cuPointerGetAttribute", 4000, 0, PFN_cuPointerGetAttribute, legacy, "cuPointerGetAttribute") \
   X(stream_create, cuStreamCreate, "cuStreamCreate", 2000, 0, PFN_cuStreamCreate, legacy, "cuStreamCreate") \
   X(stream_create_with_priority, cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050, 0, PFN_cuStreamCreateWithPriority, legacy, "cuStreamCreateWithPriority") \
   X(stream_destroy, cuStreamDestroy_v2, "cuStreamDestroy", 4000, 0, PFN_cuStreamDestroy_v2, legacy, "cuStreamDestroy") \

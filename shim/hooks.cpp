@@ -114,17 +114,6 @@ LUMA_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
                                                      total);
 }
 
-LUMA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr dptr) {
-  return serve_or_forward<&RealDriver::mem_get_address_range>(
-      "cuMemGetAddressRange_v2", serve_mem_get_address_range, base, size, dptr);
-}
-
-LUMA_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute,
-                                           CUdeviceptr ptr) {
-  return serve_or_forward<&RealDriver::pointer_get_attribute>(
-      "cuPointerGetAttribute", serve_pointer_get_attribute, data, attribute, ptr);
-}
-
 // ---- streams (tracked for free_sync:event) --------------------------------------------
 
 LUMA_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {

@@ -103,23 +103,6 @@ CUresult allocate(State& s, CUdeviceptr* dptr, std::size_t bytes, EntryPoint ent
   return CUDA_ERROR_UNKNOWN;
 }
 
-// The live luma block containing ptr (its start or any byte inside): what the program
-// allocated, which the driver would describe as the allocation. False when none does.
-bool block_containing(State& s, const void* ptr, core::SegmentRange* block) noexcept {
-  bool found = false;
-  s.contexts.for_each_live([&](ContextEntry& e) { found = found || e.allocator.block_of(ptr, block); });
-  return found;
-}
-
-// Whether ptr lies in memory luma holds from the driver (a segment, or a plan's arena) -
-// live, free or pending. Memory there that is in no live block is, to the program, memory
-// it does not hold: freed, or never handed out.
-bool in_luma_memory(State& s, const void* ptr) noexcept {
-  bool found = false;
-  s.contexts.for_each_live([&](ContextEntry& e) { found = found || e.allocator.segment_of(ptr, nullptr); });
-  return found;
-}
-
 // A free luma answers: CUDA_SUCCESS (the block went into the cache), CUDA_ERROR_INVALID_VALUE
 // (a luma segment, but not the start of a live block: a double or interior free), or
 // nullopt (not luma's memory: the driver's business). Any context's allocator: a free may
@@ -226,40 +209,6 @@ CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total) {
     }
   }
   return r;
-}
-
-CUresult serve_mem_get_address_range(State& s, CUdeviceptr* base, std::size_t* size,
-                                     CUdeviceptr dptr) {
-  luma::core::SegmentRange block;
-  // The program's allocation is the block, not the segment luma carved it from; a byte
-  // of a segment in no live block belongs to no allocation of the program's (it freed
-  // it, or never got it): what the driver says of an address it never allocated.
-  if (block_containing(s, as_ptr(dptr), &block)) {
-    if (base != nullptr) *base = as_dptr(block.base);
-    if (size != nullptr) *size = block.size;
-    return CUDA_SUCCESS;
-  }
-  if (in_luma_memory(s, as_ptr(dptr))) return CUDA_ERROR_NOT_FOUND;
-  return s.driver.mem_get_address_range(base, size, dptr);
-}
-
-CUresult serve_pointer_get_attribute(State& s, void* data, CUpointer_attribute attribute,
-                                     CUdeviceptr ptr) {
-  if (data != nullptr && (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
-                          attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE)) {
-    luma::core::SegmentRange block;
-    if (block_containing(s, as_ptr(ptr), &block)) {
-      if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
-        *static_cast<CUdeviceptr*>(data) = as_dptr(block.base);
-      else
-        *static_cast<size_t*>(data) = block.size;
-      return CUDA_SUCCESS;
-    }
-    // The range of memory the program does not hold (see serve_mem_get_address_range):
-    // the driver's answer for a pointer it never allocated.
-    if (in_luma_memory(s, as_ptr(ptr))) return CUDA_ERROR_INVALID_VALUE;
-  }
-  return s.driver.pointer_get_attribute(data, attribute, ptr);
 }
 
 // ---- observers -------------------------------------------------------------------------

@@ -31,10 +31,6 @@ CUresult serve_mem_free(State& s, CUdeviceptr dptr);
 CUresult serve_mem_free_async(State& s, CUdeviceptr dptr, CUstream stream,
                               PFN_cuMemFreeAsync real);
 CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total);
-CUresult serve_mem_get_address_range(State& s, CUdeviceptr* base, std::size_t* size,
-                                     CUdeviceptr dptr);
-CUresult serve_pointer_get_attribute(State& s, void* data, CUpointer_attribute attribute,
-                                     CUdeviceptr ptr);
 
 // ---- observers: the real call succeeded, luma updates what it knows ----
 void on_stream_created(State& s, CUstream stream, unsigned flags) noexcept;
