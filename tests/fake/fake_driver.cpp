@@ -198,12 +198,17 @@ void release_memory(uintptr_t p, const Allocation& a) {
 namespace {
 
 // A device allocation of `kind` in the current context (cuMemAlloc_v2, cuMemAllocPitch_v2,
-// cuMemAllocAsync; graph is the capture's graph for a graph memory node).
-CUresult allocate(CUdeviceptr* dptr, size_t size, MemKind kind, const void* graph = nullptr) {
+// cuMemAllocAsync; graph is the capture's graph for a graph memory node). `unsafe` marks
+// the calls a stream capture may prohibit (cuMemAlloc_v2, cuMemAllocPitch_v2).
+CUresult allocate(CUdeviceptr* dptr, size_t size, MemKind kind, const void* graph = nullptr,
+                  bool unsafe = false) {
   if (CUresult r = ready()) return r;
   if (dptr == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = current();
   if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (unsafe) {
+    if (CUresult r = check_unsafe_call()) return r;
+  }
   State& st = state();
   DeviceCounters& c = st.counters[ctx->device];
   uint64_t capacity = st.settings.capacity.load();
@@ -800,9 +805,7 @@ CUresult cuMemGetAddressRange(unsigned int*, unsigned int*, unsigned int) {
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
-  if (CUresult r = ready()) return r;
-  if (CUresult r = check_unsafe_call()) return r;
-  return allocate(dptr, bytesize, MemKind::kDevice);
+  return allocate(dptr, bytesize, MemKind::kDevice, nullptr, true);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) { return free_sync(dptr); }
@@ -817,8 +820,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
   size_t p = rounded_size(width);
   if (p == 0) return CUDA_ERROR_OUT_OF_MEMORY;  // width so large its rounding wrapped
   if (height > SIZE_MAX / p) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (CUresult r = check_unsafe_call()) return r;
-  CUresult r = allocate(dptr, p * height, MemKind::kDevice);
+  CUresult r = allocate(dptr, p * height, MemKind::kDevice, nullptr, true);
   if (r == CUDA_SUCCESS) *pitch = p;
   return r;
 }
