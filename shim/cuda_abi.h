@@ -150,3 +150,181 @@ typedef CUresult (*PFN_cuMemcpyDtoDAsync_v2)(CUdeviceptr dst, CUdeviceptr src, s
                                              CUstream stream);
 enum : unsigned { CU_MEMORYTYPE_HOST = 0x1, CU_MEMORYTYPE_DEVICE = 0x2 };  // CUmemorytype
 }  // extern "C"
+
+// Appended for the stand-in driver's IPC, pointer, stream-capture, graph, device-query and
+// host/managed-memory entry points (issue #17). Names, values and signatures are cuda.h's
+// (CUDA 13.0); the PFN_* names carry no version suffix, the comment says which ABI.
+extern "C" {
+typedef int CUdevice_attribute;   // enum CUdevice_attribute_enum
+typedef int CUstreamCaptureMode;  // enum CUstreamCaptureMode_enum
+typedef int CUstreamCaptureStatus;  // enum CUstreamCaptureStatus_enum
+typedef struct CUgraph_st* CUgraph;
+typedef struct CUgraphNode_st* CUgraphNode;
+typedef struct CUgraphExec_st* CUgraphExec;
+typedef struct CUgraphEdgeData_st {
+  unsigned char from_port;
+  unsigned char to_port;
+  unsigned char type;
+  unsigned char reserved[5];
+} CUgraphEdgeData;
+
+#define CU_IPC_HANDLE_SIZE 64
+typedef struct CUipcMemHandle_st {
+  char reserved[CU_IPC_HANDLE_SIZE];
+} CUipcMemHandle;
+typedef struct CUuuid_st {
+  char bytes[16];
+} CUuuid;
+
+// CUresult values of these areas.
+enum : CUresult {
+  CUDA_ERROR_MAP_FAILED = 205,
+  CUDA_ERROR_ALREADY_MAPPED = 208,
+  CUDA_ERROR_NOT_MAPPED = 211,
+  CUDA_ERROR_ILLEGAL_STATE = 401,
+  CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+  CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+  CUDA_ERROR_STREAM_CAPTURE_MERGE = 902,
+  CUDA_ERROR_STREAM_CAPTURE_UNMATCHED = 903,
+  CUDA_ERROR_STREAM_CAPTURE_UNJOINED = 904,
+  CUDA_ERROR_STREAM_CAPTURE_ISOLATION = 905,
+  CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
+  CUDA_ERROR_CAPTURED_EVENT = 907,
+  CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
+};
+
+// CUipcMem_flags.
+enum : unsigned { CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1 };
+
+// CUmemAttach_flags (cuMemAllocManaged).
+enum : unsigned { CU_MEM_ATTACH_GLOBAL = 0x1, CU_MEM_ATTACH_HOST = 0x2, CU_MEM_ATTACH_SINGLE = 0x4 };
+
+// cuMemHostAlloc flags.
+#define CU_MEMHOSTALLOC_PORTABLE 0x01
+#define CU_MEMHOSTALLOC_DEVICEMAP 0x02
+#define CU_MEMHOSTALLOC_WRITECOMBINED 0x04
+
+// CUmemorytype values beyond HOST and DEVICE.
+enum : unsigned { CU_MEMORYTYPE_ARRAY = 0x3, CU_MEMORYTYPE_UNIFIED = 0x4 };
+
+// The other CUpointer_attribute values.
+enum : CUpointer_attribute {
+  CU_POINTER_ATTRIBUTE_HOST_POINTER = 4,
+  CU_POINTER_ATTRIBUTE_P2P_TOKENS = 5,
+  CU_POINTER_ATTRIBUTE_SYNC_MEMOPS = 6,
+  CU_POINTER_ATTRIBUTE_IS_MANAGED = 8,
+  CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 10,
+  CU_POINTER_ATTRIBUTE_MAPPED = 13,
+  CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES = 14,
+  CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE = 15,
+  CU_POINTER_ATTRIBUTE_ACCESS_FLAGS = 16,
+  CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE = 17,
+  CU_POINTER_ATTRIBUTE_MAPPING_SIZE = 18,
+  CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR = 19,
+  CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID = 20,
+  CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE = 21,
+};
+
+// CUstreamCaptureStatus and CUstreamCaptureMode.
+enum : CUstreamCaptureStatus {
+  CU_STREAM_CAPTURE_STATUS_NONE = 0,
+  CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+  CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2,
+};
+enum : CUstreamCaptureMode {
+  CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
+  CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
+  CU_STREAM_CAPTURE_MODE_RELAXED = 2,
+};
+
+// The CUdevice_attribute values the stand-in answers (cuda.h numbering).
+enum : CUdevice_attribute {
+  CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1,
+  CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X = 2,
+  CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y = 3,
+  CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z = 4,
+  CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X = 5,
+  CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y = 6,
+  CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z = 7,
+  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8,
+  CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY = 9,
+  CU_DEVICE_ATTRIBUTE_WARP_SIZE = 10,
+  CU_DEVICE_ATTRIBUTE_MAX_PITCH = 11,
+  CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK = 12,
+  CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13,
+  CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT = 14,
+  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT = 17,
+  CU_DEVICE_ATTRIBUTE_INTEGRATED = 18,
+  CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY = 19,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_MODE = 20,
+  CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS = 31,
+  CU_DEVICE_ATTRIBUTE_ECC_ENABLED = 32,
+  CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
+  CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID = 34,
+  CU_DEVICE_ATTRIBUTE_TCC_DRIVER = 35,
+  CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE = 36,
+  CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH = 37,
+  CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,
+  CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39,
+  CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT = 40,
+  CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING = 41,
+  CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID = 50,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = 81,
+  CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR = 82,
+  CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY = 83,
+  CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD = 84,
+  CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS = 88,
+  CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS = 89,
+  CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH = 95,
+  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+  CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102,
+  CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED = 103,
+  CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115,
+  CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED = 116,
+  CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED = 125,
+  CU_DEVICE_ATTRIBUTE_MAX = 148,  // one past the last attribute of CUDA 13.0
+};
+
+// IPC (cuIpcOpenMemHandle resolves to cuIpcOpenMemHandle_v2 since 11000; same signature).
+typedef CUresult (*PFN_cuIpcGetMemHandle)(CUipcMemHandle* pHandle, CUdeviceptr dptr);  // 4010
+typedef CUresult (*PFN_cuIpcOpenMemHandle_v2)(CUdeviceptr* pdptr, CUipcMemHandle handle,
+                                              unsigned int Flags);  // 11000
+typedef CUresult (*PFN_cuIpcCloseMemHandle)(CUdeviceptr dptr);     // 4010
+// Pointer queries.
+typedef CUresult (*PFN_cuPointerGetAttributes)(unsigned int numAttributes,
+                                               CUpointer_attribute* attributes, void** data,
+                                               CUdeviceptr ptr);  // 7000
+// Stream capture and graphs (cuStreamBeginCapture -> _v2 at 10010, cuStreamGetCaptureInfo ->
+// _v3 at 12030, cuGraphInstantiate -> cuGraphInstantiateWithFlags at 12000).
+typedef CUresult (*PFN_cuStreamBeginCapture_v2)(CUstream hStream, CUstreamCaptureMode mode);
+typedef CUresult (*PFN_cuStreamEndCapture)(CUstream hStream, CUgraph* phGraph);  // 10000
+typedef CUresult (*PFN_cuStreamIsCapturing)(CUstream hStream,
+                                            CUstreamCaptureStatus* captureStatus);  // 10000
+typedef CUresult (*PFN_cuStreamGetCaptureInfo_v3)(CUstream hStream,
+                                                  CUstreamCaptureStatus* captureStatus_out,
+                                                  cuuint64_t* id_out, CUgraph* graph_out,
+                                                  const CUgraphNode** dependencies_out,
+                                                  const CUgraphEdgeData** edgeData_out,
+                                                  size_t* numDependencies_out);  // 12030
+typedef CUresult (*PFN_cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode* mode);  // 10010
+typedef CUresult (*PFN_cuGraphInstantiateWithFlags)(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                    unsigned long long flags);  // 11040
+typedef CUresult (*PFN_cuGraphLaunch)(CUgraphExec hGraphExec, CUstream hStream);  // 10000
+typedef CUresult (*PFN_cuGraphExecDestroy)(CUgraphExec hGraphExec);               // 10000
+typedef CUresult (*PFN_cuGraphDestroy)(CUgraph hGraph);                           // 10000
+// Device queries.
+typedef CUresult (*PFN_cuDeviceGetAttribute)(int* pi, CUdevice_attribute attrib,
+                                             CUdevice dev);              // 2000
+typedef CUresult (*PFN_cuDeviceGetUuid_v2)(CUuuid* uuid, CUdevice dev);  // 11040
+// Host and managed memory.
+typedef CUresult (*PFN_cuMemAllocHost_v2)(void** pp, size_t bytesize);  // 3020
+typedef CUresult (*PFN_cuMemHostAlloc)(void** pp, size_t bytesize, unsigned int Flags);  // 2020
+typedef CUresult (*PFN_cuMemFreeHost)(void* p);                                         // 2000
+typedef CUresult (*PFN_cuMemHostGetDevicePointer_v2)(CUdeviceptr* pdptr, void* p,
+                                                     unsigned int Flags);  // 3020
+typedef CUresult (*PFN_cuMemAllocManaged)(CUdeviceptr* dptr, size_t bytesize,
+                                          unsigned int flags);  // 6000
+}  // extern "C"

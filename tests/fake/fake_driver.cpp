@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "fake_capture.h"
 #include "fake_state.h"
 
 #define LUMA_FAKE_API __attribute__((visibility("default")))
@@ -35,6 +36,8 @@ struct CtxStack {
 };
 thread_local CtxStack t_ctx_stack{};
 
+}  // namespace
+
 // Context bookkeeping (current context, device handles) is host-side and keeps working
 // when the device is lost; everything that touches the device goes through ready().
 CUresult ready_host() {
@@ -50,14 +53,18 @@ CUresult ready() {
   return CUDA_SUCCESS;
 }
 
+namespace {
 // ready(), then the injected event/stream failure (LUMA_FAKE_FAIL_EVENTS).
 CUresult ready_event_call() {
   if (CUresult r = ready()) return r;
   return event_call_fails() ? kInjectedEventError : CUDA_SUCCESS;
 }
 
+}  // namespace
+
 Context* current() { return t_ctx_stack.empty() ? nullptr : t_ctx_stack.back(); }
 
+namespace {
 Context* as_context(CUcontext c) {
   State& st = state();
   for (int i = 0; i < st.device_count; ++i) {
@@ -69,10 +76,10 @@ Context* as_context(CUcontext c) {
   return nullptr;
 }
 
+}  // namespace
+
 CUcontext handle(Context* c) { return reinterpret_cast<CUcontext>(c); }
 
-// Maps a stream handle to its stream; `ptds` says whether the NULL handle means this
-// thread's default stream (the _ptsz/_ptds entry points) or the legacy stream.
 CUresult resolve(CUstream h, bool ptds, StreamPtr& out) {
   if (CUresult r = ready()) return r;
   if (h == nullptr || h == LUMA_CU_STREAM_LEGACY || h == LUMA_CU_STREAM_PER_THREAD) {
@@ -90,6 +97,7 @@ CUresult resolve(CUstream h, bool ptds, StreamPtr& out) {
   return CUDA_SUCCESS;
 }
 
+namespace {
 std::shared_ptr<Event> find_event(CUevent e) {
   State& st = state();
   std::lock_guard lock(st.handles_m);
@@ -97,7 +105,8 @@ std::shared_ptr<Event> find_event(CUevent e) {
   return it == st.events.end() ? nullptr : it->second;
 }
 
-// The live allocation containing [p, p + n), or allocations.end(). Caller holds mem_m.
+}  // namespace
+
 std::map<uintptr_t, Allocation>::iterator containing(State& st, uintptr_t p, size_t n) {
   auto it = st.allocations.upper_bound(p);
   if (it == st.allocations.begin()) return st.allocations.end();
@@ -108,35 +117,98 @@ std::map<uintptr_t, Allocation>::iterator containing(State& st, uintptr_t p, siz
   return it;
 }
 
+namespace {
 bool valid_range(CUdeviceptr p, size_t n) {
   State& st = state();
   std::lock_guard lock(st.mem_m);
   return containing(st, p, n == 0 ? 1 : n) != st.allocations.end();
 }
 
-// Large blocks come straight from mmap: untouched pages cost nothing (a 1 GiB "device"
-// fits on a small host) and malloc's MALLOC_PERTURB_ (set by meson test) never fills them.
-inline constexpr size_t kMmapThreshold = size_t{1} << 20;
+inline constexpr size_t kPage = 4096;
+size_t page_rounded(size_t n) { return (n + kPage - 1) / kPage * kPage; }
 
-void* host_alloc(size_t rounded) {
-  if (rounded < kMmapThreshold) return std::aligned_alloc(kAlignment, rounded);
-  void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
+// Host-side memory (page-locked host and managed allocations): whole pages from mmap, as
+// the real driver's are page-aligned; never part of a device arena, so never exportable.
+uintptr_t host_pages(size_t size) {
+  void* p = mmap(nullptr, page_rounded(size), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? 0 : reinterpret_cast<uintptr_t>(p);
 }
 
-void host_free(uintptr_t p, size_t rounded) {
-  if (rounded < kMmapThreshold) {
-    std::free(reinterpret_cast<void*>(p));
-  } else {
-    munmap(reinterpret_cast<void*>(p), rounded);
+}  // namespace
+
+size_t rounded_size(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+void register_allocation(State& st, uintptr_t addr, Allocation a) {
+  a.buffer_id = st.next_buffer_id++;  // never reused (CU_POINTER_ATTRIBUTE_BUFFER_ID)
+  if (a.counted()) {
+    DeviceCounters& c = st.counters[a.device];
+    ++c.alloc_calls;
+    ++c.live_allocations;
+    uint64_t live = c.live_bytes += rounded_size(a.size);
+    if (live > c.peak_bytes.load()) c.peak_bytes = live;
+  }
+  st.allocations[addr] = a;
+}
+
+namespace {
+void uncount(State& st, const Allocation& a) {
+  if (!a.counted()) return;
+  DeviceCounters& c = st.counters[a.device];
+  --c.live_allocations;
+  c.live_bytes -= rounded_size(a.size);
+}
+}  // namespace
+
+bool unregister(CUdeviceptr p, Allocation* out) {
+  State& st = state();
+  std::lock_guard lock(st.mem_m);
+  auto it = st.allocations.find(p);
+  if (it == st.allocations.end()) return false;
+  *out = it->second;
+  st.allocations.erase(it);
+  if (out->counted()) ++st.counters[out->device].free_calls;
+  uncount(st, *out);
+  return true;
+}
+
+void release_memory(uintptr_t p, const Allocation& a) {
+  switch (a.kind) {
+    case MemKind::kDevice:
+    case MemKind::kAsync:
+    case MemKind::kGraph: {
+      State& st = state();
+      std::lock_guard lock(st.mem_m);
+      arena_free(st, a.device, p, rounded_size(a.size));
+      return;
+    }
+    case MemKind::kHost:
+    case MemKind::kManaged:
+      munmap(reinterpret_cast<void*>(p), page_rounded(a.size));
+      return;
+    case MemKind::kImported: {
+      // Mapped from the page holding the exporter's block: see fake_ipc.cpp.
+      uintptr_t base = p / kPage * kPage;
+      munmap(reinterpret_cast<void*>(base), page_rounded(p - base + rounded_size(a.size)));
+      return;
+    }
   }
 }
 
-CUresult allocate(CUdeviceptr* dptr, size_t size, bool async) {
+namespace {
+
+// A device allocation of `kind` in the current context (cuMemAlloc_v2, cuMemAllocPitch_v2,
+// cuMemAllocAsync; graph is the capture's graph for a graph memory node). `unsafe` marks
+// the calls a stream capture may prohibit (cuMemAlloc_v2, cuMemAllocPitch_v2).
+CUresult allocate(CUdeviceptr* dptr, size_t size, MemKind kind, const void* graph = nullptr,
+                  bool unsafe = false) {
   if (CUresult r = ready()) return r;
   if (dptr == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = current();
   if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (unsafe) {
+    if (CUresult r = check_unsafe_call()) return r;
+  }
   State& st = state();
   DeviceCounters& c = st.counters[ctx->device];
   uint64_t capacity = st.settings.capacity.load();
@@ -146,51 +218,53 @@ CUresult allocate(CUdeviceptr* dptr, size_t size, bool async) {
     ++c.failed_allocs;
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
+  size_t rounded = rounded_size(size);
   std::lock_guard lock(st.mem_m);
   if (c.live_bytes.load() + rounded > capacity) {
     ++c.failed_allocs;
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  void* p = host_alloc(rounded);
-  if (p == nullptr) {
+  uintptr_t addr = arena_alloc(st, ctx->device, rounded);
+  if (addr == 0) {
     ++c.failed_allocs;
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  auto addr = reinterpret_cast<uintptr_t>(p);
-  st.allocations[addr] = Allocation{size, ctx->device, ctx, st.next_buffer_id++, async};
-  ++c.alloc_calls;
-  ++c.live_allocations;
-  uint64_t live = c.live_bytes += rounded;
-  if (live > c.peak_bytes.load()) c.peak_bytes = live;
+  Allocation a;
+  a.size = size;
+  a.device = ctx->device;
+  a.ctx = ctx;
+  a.kind = kind;
+  a.graph = graph;
+  register_allocation(st, addr, a);
   *dptr = addr;
   return CUDA_SUCCESS;
 }
 
-size_t rounded_size(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
-
-// Removes the allocation at exactly p from the registry and the counters; false when p is
-// not the start of a live allocation (unknown, interior, already freed).
-bool unregister(CUdeviceptr p, Allocation* out) {
+// Page-locked host memory or managed memory of the current context.
+CUresult allocate_host_side(uintptr_t* out, size_t size, MemKind kind, unsigned flags) {
+  if (CUresult r = ready()) return r;
+  if (out == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  Context* ctx = current();
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUresult r = check_unsafe_call()) return r;
+  uintptr_t p = host_pages(size);
+  if (p == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  Allocation a;
+  a.size = size;
+  a.device = ctx->device;
+  a.ctx = ctx;
+  a.kind = kind;
+  a.flags = flags;
   State& st = state();
   std::lock_guard lock(st.mem_m);
-  auto it = st.allocations.find(p);
-  if (it == st.allocations.end()) return false;
-  *out = it->second;
-  st.allocations.erase(it);
-  DeviceCounters& c = st.counters[out->device];
-  ++c.free_calls;
-  --c.live_allocations;
-  c.live_bytes -= rounded_size(out->size);
-  return true;
+  register_allocation(st, p, a);
+  *out = p;
+  return CUDA_SUCCESS;
 }
 
-CUresult free_sync(CUdeviceptr p) {
-  if (CUresult r = ready()) return r;
-  // cuMemFree(0) succeeds and does nothing, as on the real driver (probed by others on
-  // driver 590: cuMemFree(0) = CUDA_SUCCESS), like cudaFree(nullptr).
-  if (p == 0) return CUDA_SUCCESS;
-  if (current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+// Frees memory of one of `kinds` starting exactly at p, after synchronizing its context
+// unless it is stream-ordered memory; INVALID_VALUE for anything else.
+CUresult free_kind(uintptr_t p, bool host_kinds) {
   State& st = state();
   Allocation a;
   {
@@ -199,31 +273,101 @@ CUresult free_sync(CUdeviceptr p) {
     if (it == st.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
     a = it->second;
   }
+  bool is_host = a.kind == MemKind::kHost;
+  if (is_host != host_kinds || a.kind == MemKind::kImported) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = check_unsafe_call()) return r;
   // "For all other pointers, this API may perform implicit synchronization" (cuMemFree);
   // the real one does, and programs rely on it: wait for all work of the owning context.
-  if (!a.async) synchronize_context(a.ctx);
+  if (!a.stream_ordered()) synchronize_context(a.ctx);
   if (!unregister(p, &a)) return CUDA_ERROR_INVALID_VALUE;  // freed meanwhile
-  host_free(p, rounded_size(a.size));
+  release_memory(p, a);
   return CUDA_SUCCESS;
+}
+
+// cuMemFree_v2. No current context is needed: the driver finds the allocation (and its
+// context) from the pointer through unified addressing (see README.md).
+CUresult free_sync(CUdeviceptr p) {
+  if (CUresult r = ready()) return r;
+  // cuMemFree(0) succeeds and does nothing, as on the real driver (probed by others on
+  // driver 590: cuMemFree(0) = CUDA_SUCCESS), like cudaFree(nullptr).
+  if (p == 0) return CUDA_SUCCESS;
+  return free_kind(p, false);
 }
 
 CUresult free_async(CUdeviceptr p, CUstream h, bool ptds) {
   StreamPtr s;
   if (CUresult r = resolve(h, ptds, s)) return r;
   if (p == 0) return CUDA_SUCCESS;
+  State& st = state();
+  if (CapturePtr cap = capture_of(s)) {
+    // A graph memory free node: only for memory a graph allocation node of this capture
+    // made, and once (cuGraphAddMemFreeNode); the memory stays reserved for the graph.
+    std::lock_guard cap_lock(captures().m);
+    if (cap->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    std::lock_guard lock(st.mem_m);
+    auto it = st.allocations.find(p);
+    if (it == st.allocations.end() || it->second.kind != MemKind::kGraph ||
+        it->second.graph != cap->graph.get() || it->second.flags != 0) {
+      cap->invalidated = true;
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    it->second.flags = 1;  // freed inside its graph
+    cap->graph->body->owned.push_back(p);
+    ++cap->nodes[s.get()];
+    cap->graph->body->nodes.push_back([] {});
+    return CUDA_SUCCESS;
+  }
+  {
+    std::lock_guard lock(st.mem_m);
+    auto it = st.allocations.find(p);
+    if (it == st.allocations.end() || !it->second.counted()) return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (legacy_blocked(s)) {
+    uint64_t seq = 0;
+    return enqueue(s, nullptr, false, false, &seq);  // reports and invalidates
+  }
   Allocation a;
   if (!unregister(p, &a)) return CUDA_ERROR_INVALID_VALUE;
   // The memory itself goes back once the stream reaches the free.
-  size_t rounded = rounded_size(a.size);
-  submit(s, [p, rounded] { host_free(p, rounded); }, false);
+  submit(s, [p, a] { release_memory(p, a); }, false);
   return CUDA_SUCCESS;
 }
 
+CUresult alloc_async(CUdeviceptr* dptr, size_t size, CUstream h, bool ptds) {
+  StreamPtr s;
+  if (CUresult r = resolve(h, ptds, s)) return r;
+  if (CapturePtr cap = capture_of(s)) {
+    // A graph memory allocation node: the address is fixed at capture and stays the
+    // graph's; the stand-in reserves the memory now.
+    {
+      std::lock_guard cap_lock(captures().m);
+      if (cap->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    CUresult r = allocate(dptr, size, MemKind::kGraph, cap->graph.get());
+    if (r != CUDA_SUCCESS) return r;
+    std::lock_guard cap_lock(captures().m);
+    ++cap->nodes[s.get()];
+    cap->graph->body->nodes.push_back([] {});
+    return CUDA_SUCCESS;
+  }
+  if (legacy_blocked(s)) {
+    uint64_t seq = 0;
+    return enqueue(s, nullptr, false, false, &seq);
+  }
+  return allocate(dptr, size, MemKind::kAsync);  // usable at once: ordered before later work
+}
+
+// Runs fn on the stream (recorded instead when it captures); a synchronous call (!async)
+// waits for it, and is one of the calls a capture may forbid.
 CUresult run_on(CUstream h, bool ptds, bool async, std::function<void()> fn) {
   StreamPtr s;
   if (CUresult r = resolve(h, ptds, s)) return r;
-  uint64_t seq = submit(s, std::move(fn), async);
-  if (!async) s->wait(seq);
+  if (!async && capture_of(s) == nullptr && !legacy_blocked(s)) {
+    if (CUresult r = check_unsafe_call()) return r;
+  }
+  uint64_t seq = 0;
+  if (CUresult r = enqueue(s, std::move(fn), async, !async, &seq)) return r;
+  if (!async && seq != 0) s->wait(seq);
   return CUDA_SUCCESS;
 }
 
@@ -272,6 +416,16 @@ CUresult stream_sync(CUstream h, bool ptds) {
 CUresult stream_query(CUstream h, bool ptds) {
   StreamPtr s;
   if (CUresult r = resolve(h, ptds, s)) return r;
+  if (CapturePtr cap = capture_of(s)) {  // a capturing stream has no completion to report
+    std::lock_guard lock(captures().m);
+    cap->invalidated = true;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  if (legacy_blocked(s)) {
+    uint64_t seq = 0;
+    return enqueue(s, nullptr, false, false, &seq);
+  }
+  if (CUresult r = check_unsafe_call()) return r;
   std::lock_guard lock(s->m);
   return s->completed >= s->submitted ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -294,11 +448,15 @@ CUresult wait_event(CUstream h, CUevent e, unsigned flags, bool ptds) {
   uint64_t seq;
   {
     std::lock_guard lock(ev->m);
+    bool handled = false;
+    CUresult r = capture_wait(s, *ev, &handled);
+    if (handled) return r;
     target = ev->stream;
     seq = ev->seq;
   }
-  if (target != nullptr) submit(s, [target, seq] { target->wait(seq); }, false);
-  return CUDA_SUCCESS;
+  uint64_t queued = 0;
+  if (target == nullptr) return enqueue(s, nullptr, false, false, &queued);
+  return enqueue(s, [target, seq] { target->wait(seq); }, false, false, &queued);
 }
 
 CUresult record(CUevent e, CUstream h, bool ptds) {
@@ -308,7 +466,14 @@ CUresult record(CUevent e, CUstream h, bool ptds) {
   auto ev = find_event(e);
   if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   std::lock_guard lock(ev->m);
-  ev->seq = submit(s, nullptr, false);
+  if (CapturePtr cap = capture_of(s)) {
+    std::lock_guard cap_lock(captures().m);
+    if (cap->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  if (capture_record(*ev, s)) return CUDA_SUCCESS;  // a node of the capture now
+  uint64_t seq = 0;
+  if (CUresult r = enqueue(s, nullptr, false, false, &seq)) return r;
+  ev->seq = seq;
   ev->stream = s;
   return CUDA_SUCCESS;
 }
@@ -346,7 +511,7 @@ CUresult destroy(CUstream h) {
 void destroy_context_memory(Context* ctx) {
   State& st = state();
   synchronize_context(ctx);
-  std::vector<std::pair<uintptr_t, size_t>> gone;
+  std::vector<std::pair<uintptr_t, Allocation>> gone;
   {
     std::lock_guard lock(st.mem_m);
     for (auto it = st.allocations.begin(); it != st.allocations.end();) {
@@ -354,21 +519,98 @@ void destroy_context_memory(Context* ctx) {
         ++it;
         continue;
       }
-      DeviceCounters& c = st.counters[it->second.device];
-      --c.live_allocations;
-      c.live_bytes -= rounded_size(it->second.size);
-      gone.emplace_back(it->first, rounded_size(it->second.size));
+      uncount(st, it->second);
+      gone.emplace_back(it->first, it->second);
       it = st.allocations.erase(it);
     }
   }
-  for (auto [p, n] : gone) host_free(p, n);
+  for (auto& [p, a] : gone) release_memory(p, a);
   ++st.context_resets;
 }
 
 CUresult ctx_sync(Context* ctx) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  // Waiting for a context whose stream captures can never finish: refused in every mode.
+  if (CUresult r = check_context_sync(ctx)) return r;
+  if (CUresult r = check_unsafe_call()) return r;
   synchronize_context(ctx);
   return CUDA_SUCCESS;
+}
+
+template <typename T>
+CUresult put(void* data, T value) {
+  *static_cast<T*>(data) = value;
+  return CUDA_SUCCESS;
+}
+
+// One attribute of the allocation a (at base) that ptr lies in (cuPointerGetAttribute).
+CUresult pointer_attribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr,
+                           uintptr_t base, const Allocation& a) {
+  bool host = a.kind == MemKind::kHost;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      return put(data, handle(a.ctx));
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      // Managed memory reports CU_MEMORYTYPE_DEVICE (IS_MANAGED tells it apart); the
+      // runtime, not the driver, turns that into cudaMemoryTypeManaged.
+      return put(data, host ? unsigned{CU_MEMORYTYPE_HOST} : unsigned{CU_MEMORYTYPE_DEVICE});
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      if (current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+      return put(data, CUdeviceptr{ptr});  // unified addressing: the same value
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      // Device memory has no host address; host and managed memory do (the same value).
+      if (a.kind != MemKind::kHost && a.kind != MemKind::kManaged) return CUDA_ERROR_INVALID_VALUE;
+      return put(data, reinterpret_cast<void*>(ptr));
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+      return put(data, 1);  // the stand-in's synchronous copies always synchronize
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+      return put(data, static_cast<unsigned long long>(a.buffer_id));
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      return put(data, a.kind == MemKind::kManaged ? 1 : 0);
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      return put(data, a.device);
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+      return put(data, a.kind == MemKind::kDevice ? 1 : 0);
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      return put(data, CUdeviceptr{base});
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      return put(data, a.size);
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      return put(data, 1);
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+      return put(data, static_cast<void*>(nullptr));  // no CUmemoryPool objects here
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+// The default value cuPointerGetAttributes gives for a pointer CUDA does not know.
+CUresult unknown_pointer_attribute(void* data, CUpointer_attribute attribute) {
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      return put(data, static_cast<CUcontext>(nullptr));
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      return put(data, 0u);
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      return put(data, CUdeviceptr{0});
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+      return put(data, static_cast<void*>(nullptr));
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+      return put(data, 0ULL);
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      return put(data, size_t{0});
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      return put(data, 0);  // "default NULL values" (cuPointerGetAttributes)
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      return put(data, 0);
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
 }
 
 }  // namespace
@@ -563,7 +805,7 @@ CUresult cuMemGetAddressRange(unsigned int*, unsigned int*, unsigned int) {
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
-  return allocate(dptr, bytesize, false);
+  return allocate(dptr, bytesize, MemKind::kDevice, nullptr, true);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) { return free_sync(dptr); }
@@ -578,7 +820,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
   size_t p = rounded_size(width);
   if (p == 0) return CUDA_ERROR_OUT_OF_MEMORY;  // width so large its rounding wrapped
   if (height > SIZE_MAX / p) return CUDA_ERROR_OUT_OF_MEMORY;
-  CUresult r = allocate(dptr, p * height, false);
+  CUresult r = allocate(dptr, p * height, MemKind::kDevice, nullptr, true);
   if (r == CUDA_SUCCESS) *pitch = p;
   return r;
 }
@@ -614,43 +856,35 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
   std::lock_guard lock(st.mem_m);
   auto it = containing(st, ptr, 1);
   if (it == st.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
-  const Allocation& a = it->second;
-  switch (attribute) {
-    case CU_POINTER_ATTRIBUTE_CONTEXT:
-      *static_cast<CUcontext*>(data) = handle(a.ctx);
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-      *static_cast<unsigned*>(data) = CU_MEMORYTYPE_DEVICE;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-      *static_cast<CUdeviceptr*>(data) = ptr;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-      *static_cast<unsigned long long*>(data) = a.buffer_id;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-      *static_cast<int*>(data) = a.device;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-      *static_cast<CUdeviceptr*>(data) = it->first;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-      *static_cast<size_t*>(data) = a.size;
-      return CUDA_SUCCESS;
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
+  return pointer_attribute(data, attribute, ptr, it->first, it->second);
+}
+
+// Unlike cuPointerGetAttribute, an unknown pointer is no error: every attribute gets its
+// default (zero / NULL) value.
+CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes,
+                                void** data, CUdeviceptr ptr) {
+  if (CUresult r = ready()) return r;
+  if (numAttributes == 0 || attributes == nullptr || data == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
   }
+  State& st = state();
+  std::lock_guard lock(st.mem_m);
+  auto it = containing(st, ptr, 1);
+  for (unsigned i = 0; i < numAttributes; ++i) {
+    if (data[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = it == st.allocations.end()
+                     ? unknown_pointer_attribute(data[i], attributes[i])
+                     : pointer_attribute(data[i], attributes[i], ptr, it->first, it->second);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
-  StreamPtr s;
-  if (CUresult r = resolve(stream, false, s)) return r;
-  return allocate(dptr, bytesize, true);  // usable at once: ordered before later work
+  return alloc_async(dptr, bytesize, stream, false);
 }
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
-  StreamPtr s;
-  if (CUresult r = resolve(stream, true, s)) return r;
-  return allocate(dptr, bytesize, true);
+  return alloc_async(dptr, bytesize, stream, true);
 }
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
   return free_async(dptr, stream, false);
@@ -759,6 +993,8 @@ CUresult cuEventQuery(CUevent event) {
   auto ev = find_event(event);
   if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   std::lock_guard lock(ev->m);
+  if (CUresult r = capture_event_use(*ev)) return r;
+  if (CUresult r = check_unsafe_call()) return r;
   if (ev->stream == nullptr) return CUDA_SUCCESS;
   return ev->stream->done(ev->seq) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -770,9 +1006,11 @@ CUresult cuEventSynchronize(CUevent event) {
   uint64_t seq;
   {
     std::lock_guard lock(ev->m);
+    if (CUresult r = capture_event_use(*ev)) return r;
     s = ev->stream;
     seq = ev->seq;
   }
+  if (CUresult r = check_unsafe_call()) return r;
   if (s != nullptr) s->wait(seq);
   return CUDA_SUCCESS;
 }
@@ -782,6 +1020,58 @@ CUresult cuEventDestroy_v2(CUevent event) {
   State& st = state();
   std::lock_guard lock(st.handles_m);
   return st.events.erase(event) == 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+// Page-locked host memory: page-aligned, reachable from the device at the same address
+// (unified addressing), freed only by cuMemFreeHost.
+CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
+  return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
+  if ((Flags & ~unsigned{CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                         CU_MEMHOSTALLOC_WRITECOMBINED}) != 0) {
+    if (CUresult r = ready()) return r;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  uintptr_t p = 0;
+  CUresult r = allocate_host_side(pp == nullptr ? nullptr : &p, bytesize, MemKind::kHost, Flags);
+  if (r == CUDA_SUCCESS) *pp = reinterpret_cast<void*>(p);
+  return r;
+}
+
+// free(NULL) semantics, as the real driver (probed by others: lupinemachines/lupine#850).
+CUresult cuMemFreeHost(void* p) {
+  if (CUresult r = ready()) return r;
+  if (p == nullptr) return CUDA_SUCCESS;
+  return free_kind(reinterpret_cast<uintptr_t>(p), true);
+}
+
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int Flags) {
+  if (CUresult r = ready()) return r;
+  if (pdptr == nullptr || Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  State& st = state();
+  std::lock_guard lock(st.mem_m);
+  auto it = containing(st, reinterpret_cast<uintptr_t>(p), 1);
+  if (it == st.allocations.end() || it->second.kind != MemKind::kHost) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *pdptr = reinterpret_cast<CUdeviceptr>(p);  // unified addressing: the same address
+  return CUDA_SUCCESS;
+}
+
+// Managed memory: one address for host and device; freed by cuMemFree_v2.
+CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  if (CUresult r = ready()) return r;
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  uintptr_t p = 0;
+  CUresult r = allocate_host_side(dptr == nullptr ? nullptr : &p, bytesize, MemKind::kManaged,
+                                  flags);
+  if (r == CUDA_SUCCESS) *dptr = p;
+  return r;
 }
 
 }  // extern "C"

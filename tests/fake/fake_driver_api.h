@@ -102,6 +102,79 @@ LUMA_FAKE_API CUresult cuEventSynchronize(CUevent event);
 LUMA_FAKE_API CUresult cuEventDestroy(CUevent event);
 LUMA_FAKE_API CUresult cuEventDestroy_v2(CUevent event);
 
+// Device queries (fake_device_queries.cpp).
+LUMA_FAKE_API CUresult cuDeviceGetName(char* name, int len, CUdevice dev);
+LUMA_FAKE_API CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev);
+LUMA_FAKE_API CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev);
+LUMA_FAKE_API CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev);
+LUMA_FAKE_API CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev);
+
+// Host and managed memory, pointer queries (fake_driver.cpp).
+LUMA_FAKE_API CUresult cuMemAllocHost_v2(void** pp, size_t bytesize);
+LUMA_FAKE_API CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags);
+LUMA_FAKE_API CUresult cuMemFreeHost(void* p);
+LUMA_FAKE_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p,
+                                                    unsigned int Flags);
+LUMA_FAKE_API CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags);
+LUMA_FAKE_API CUresult cuPointerGetAttributes(unsigned int numAttributes,
+                                              CUpointer_attribute* attributes, void** data,
+                                              CUdeviceptr ptr);
+
+// Legacy IPC (fake_ipc.cpp).
+LUMA_FAKE_API CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr);
+LUMA_FAKE_API CUresult cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle,
+                                          unsigned int Flags);
+LUMA_FAKE_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle,
+                                             unsigned int Flags);
+LUMA_FAKE_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
+
+// Stream capture and graphs (fake_capture.cpp).
+LUMA_FAKE_API CUresult cuStreamBeginCapture(CUstream hStream);
+LUMA_FAKE_API CUresult cuStreamBeginCapture_ptsz(CUstream hStream);
+LUMA_FAKE_API CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode);
+LUMA_FAKE_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode);
+LUMA_FAKE_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph);
+LUMA_FAKE_API CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph);
+LUMA_FAKE_API CUresult cuStreamIsCapturing(CUstream hStream,
+                                           CUstreamCaptureStatus* captureStatus);
+LUMA_FAKE_API CUresult cuStreamIsCapturing_ptsz(CUstream hStream,
+                                                CUstreamCaptureStatus* captureStatus);
+LUMA_FAKE_API CUresult cuStreamGetCaptureInfo(CUstream hStream,
+                                              CUstreamCaptureStatus* captureStatus_out,
+                                              cuuint64_t* id_out);
+LUMA_FAKE_API CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream,
+                                                   CUstreamCaptureStatus* captureStatus_out,
+                                                   cuuint64_t* id_out);
+LUMA_FAKE_API CUresult cuStreamGetCaptureInfo_v2(CUstream hStream,
+                                                 CUstreamCaptureStatus* captureStatus_out,
+                                                 cuuint64_t* id_out, CUgraph* graph_out,
+                                                 const CUgraphNode** dependencies_out,
+                                                 size_t* numDependencies_out);
+LUMA_FAKE_API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream,
+                                                      CUstreamCaptureStatus* captureStatus_out,
+                                                      cuuint64_t* id_out, CUgraph* graph_out,
+                                                      const CUgraphNode** dependencies_out,
+                                                      size_t* numDependencies_out);
+LUMA_FAKE_API CUresult cuStreamGetCaptureInfo_v3(CUstream hStream,
+                                                 CUstreamCaptureStatus* captureStatus_out,
+                                                 cuuint64_t* id_out, CUgraph* graph_out,
+                                                 const CUgraphNode** dependencies_out,
+                                                 const CUgraphEdgeData** edgeData_out,
+                                                 size_t* numDependencies_out);
+LUMA_FAKE_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream,
+                                                      CUstreamCaptureStatus* captureStatus_out,
+                                                      cuuint64_t* id_out, CUgraph* graph_out,
+                                                      const CUgraphNode** dependencies_out,
+                                                      const CUgraphEdgeData** edgeData_out,
+                                                      size_t* numDependencies_out);
+LUMA_FAKE_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode);
+LUMA_FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                   unsigned long long flags);
+LUMA_FAKE_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
+LUMA_FAKE_API CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
+LUMA_FAKE_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
+LUMA_FAKE_API CUresult cuGraphDestroy(CUgraph hGraph);
+
 LUMA_FAKE_API CUresult cuGetErrorString(CUresult error, const char** str);
 LUMA_FAKE_API CUresult cuGetErrorName(CUresult error, const char** str);
 LUMA_FAKE_API CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,

@@ -3,8 +3,13 @@
 // on (cuGetProcAddress versions and flags, legacy-stream ordering, events, OOM, failure
 // injection, contexts). Ordering is checked with the stand-in's gate, never with timing.
 #include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -349,6 +354,629 @@ TEST_F(FakeDriver, SynchronousCopiesRoundTrip) {
   const char* s = nullptr;
   EXPECT_EQ(cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
   EXPECT_STREQ(s, "out of memory");
+}
+
+
+// --- cuMemFree without a current context ---------------------------------------------------
+
+// The driver finds the allocation from the pointer (unified addressing): no context needed.
+// Fails on the old stand-in, which answered CUDA_ERROR_INVALID_CONTEXT.
+TEST_F(FakeDriver, MemFreeNeedsNoCurrentContext) {
+  CUdeviceptr p = 0, q = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&p, 4096), CUDA_SUCCESS);
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocAsync(&q, 4096, s), CUDA_SUCCESS);
+  CUresult freed = CUDA_ERROR_UNKNOWN, freed_async = CUDA_ERROR_UNKNOWN,
+           legacy_async = CUDA_ERROR_UNKNOWN;
+  std::thread t([&] {
+    freed = cuMemFree_v2(p);
+    legacy_async = cuMemFreeAsync(q, nullptr);  // the legacy stream of which context?
+    freed_async = cuMemFreeAsync(q, s);
+  });
+  t.join();
+  EXPECT_EQ(freed, CUDA_SUCCESS);
+  EXPECT_EQ(legacy_async, CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(freed_async, CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(counters(0).live_allocations, 0u);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+// --- pointer attributes --------------------------------------------------------------------
+
+TEST_F(FakeDriver, PointerAttributesSingularAndPluralAgreeWithAddressRange) {
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&p, 3000), CUDA_SUCCESS);
+  CUdeviceptr inner = p + 1234;
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  ASSERT_EQ(cuMemGetAddressRange_v2(&base, &size, inner), CUDA_SUCCESS);
+
+  CUdeviceptr start = 0, dptr = 0;
+  size_t range = 0;
+  unsigned type = 0;
+  int ordinal = -1, managed = -1, ipc = -1, mapped = -1;
+  unsigned long long id = 0;
+  CUcontext ctx = nullptr;
+  CUpointer_attribute attrs[] = {
+      CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+      CU_POINTER_ATTRIBUTE_MEMORY_TYPE,      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+      CU_POINTER_ATTRIBUTE_BUFFER_ID,        CU_POINTER_ATTRIBUTE_CONTEXT,
+      CU_POINTER_ATTRIBUTE_DEVICE_POINTER,   CU_POINTER_ATTRIBUTE_IS_MANAGED,
+      CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, CU_POINTER_ATTRIBUTE_MAPPED};
+  void* data[] = {&start, &range, &type, &ordinal, &id, &ctx, &dptr, &managed, &ipc, &mapped};
+  ASSERT_EQ(cuPointerGetAttributes(10, attrs, data, inner), CUDA_SUCCESS);
+  EXPECT_EQ(start, base);
+  EXPECT_EQ(range, size);
+  EXPECT_EQ(type, CU_MEMORYTYPE_DEVICE);
+  EXPECT_EQ(ordinal, 0);
+  EXPECT_EQ(ctx, ctx0_);
+  EXPECT_EQ(dptr, inner);
+  EXPECT_EQ(managed, 0);
+  EXPECT_EQ(ipc, 1);
+  EXPECT_EQ(mapped, 1);
+  for (int i = 0; i < 7; ++i) {  // each one alone gives the same answer
+    unsigned long long one[2] = {0, 0}, many[2] = {0, 0};
+    ASSERT_EQ(cuPointerGetAttribute(one, attrs[i], inner), CUDA_SUCCESS) << attrs[i];
+    void* d[] = {many};
+    ASSERT_EQ(cuPointerGetAttributes(1, &attrs[i], d, inner), CUDA_SUCCESS);
+    EXPECT_EQ(std::memcmp(one, many, sizeof one), 0) << attrs[i];
+  }
+  unsigned long long single_id = 0;
+  ASSERT_EQ(cuPointerGetAttribute(&single_id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p), CUDA_SUCCESS);
+  EXPECT_EQ(single_id, id);
+
+  // Unknown pointer: the singular call fails, the plural one gives default values.
+  int host = 0;
+  auto hp = reinterpret_cast<CUdeviceptr>(&host);
+  EXPECT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, hp),
+            CUDA_ERROR_INVALID_VALUE);
+  start = 1;
+  range = 1;
+  type = 9;
+  id = 9;
+  ctx = ctx1_;
+  ASSERT_EQ(cuPointerGetAttributes(6, attrs, data, hp), CUDA_SUCCESS);
+  EXPECT_EQ(start, 0u);
+  EXPECT_EQ(range, 0u);
+  EXPECT_EQ(type, 0u);
+  EXPECT_EQ(id, 0u);
+  EXPECT_EQ(ctx, nullptr);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+}
+
+TEST_F(FakeDriver, BufferIdIsUniqueAndNeverReused) {
+  std::set<unsigned long long> ids;
+  std::set<CUdeviceptr> addresses;
+  for (int i = 0; i < 100; ++i) {
+    CUdeviceptr p = 0;
+    ASSERT_EQ(cuMemAlloc_v2(&p, 4096), CUDA_SUCCESS);
+    unsigned long long id = 0;
+    ASSERT_EQ(cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p + 17), CUDA_SUCCESS);
+    EXPECT_TRUE(ids.insert(id).second) << "buffer id " << id << " given twice";
+    addresses.insert(p);
+    ASSERT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  }
+  // Addresses come back (the test would prove nothing otherwise); ids do not.
+  EXPECT_LT(addresses.size(), 100u);
+}
+
+// --- device queries ------------------------------------------------------------------------
+
+TEST_F(FakeDriver, DeviceQueriesImitateAnH200) {
+  char name[256] = {};
+  ASSERT_EQ(cuDeviceGetName(name, sizeof name, 0), CUDA_SUCCESS);
+  EXPECT_EQ(std::string(name).rfind("NVIDIA H200", 0), 0u) << name;
+  char shortname[6];
+  ASSERT_EQ(cuDeviceGetName(shortname, sizeof shortname, 0), CUDA_SUCCESS);
+  EXPECT_STREQ(shortname, "NVIDI");
+  EXPECT_EQ(cuDeviceGetName(name, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDeviceGetName(name, sizeof name, luma_fake_device_count()),
+            CUDA_ERROR_INVALID_DEVICE);
+
+  luma_fake_set_capacity(3ULL << 30);
+  size_t total = 0;
+  ASSERT_EQ(cuDeviceTotalMem_v2(&total, 1), CUDA_SUCCESS);
+  EXPECT_EQ(total, 3ULL << 30);
+
+  int v = 0;
+  ASSERT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0), 0);
+  EXPECT_EQ(v, 9);
+  ASSERT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0), 0);
+  EXPECT_EQ(v, 0);
+  ASSERT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0), 0);
+  EXPECT_EQ(v, 132);
+  ASSERT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 0), 0);
+  EXPECT_EQ(v, 1);
+  ASSERT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0), 0);
+  EXPECT_EQ(v, 1);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 99),
+            CUDA_ERROR_INVALID_DEVICE);
+
+  CUuuid a{}, b{}, a_again{};
+  ASSERT_EQ(cuDeviceGetUuid_v2(&a, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuDeviceGetUuid_v2(&b, 1), CUDA_SUCCESS);
+  ASSERT_EQ(cuDeviceGetUuid(&a_again, 0), CUDA_SUCCESS);
+  EXPECT_NE(std::memcmp(a.bytes, b.bytes, 16), 0);
+  EXPECT_EQ(std::memcmp(a.bytes, a_again.bytes, 16), 0);
+
+  CUresult r;
+  CUdriverProcAddressQueryResult st;
+  EXPECT_EQ(proc("cuDeviceTotalMem", 3020, 0, &r, &st), FN(cuDeviceTotalMem_v2));
+  EXPECT_EQ(proc("cuDeviceGetUuid", 11040, 0, &r, &st), FN(cuDeviceGetUuid_v2));
+  EXPECT_EQ(proc("cuDeviceGetUuid", 9020, 0, &r, &st), FN(cuDeviceGetUuid));
+  EXPECT_EQ(proc("cuDeviceGetAttribute", 2000, 0, &r, &st), FN(cuDeviceGetAttribute));
+}
+
+// --- host and managed memory ---------------------------------------------------------------
+
+TEST_F(FakeDriver, HostAndManagedAllocations) {
+  void* h = nullptr;
+  ASSERT_EQ(cuMemAllocHost_v2(&h, 10000), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(h) % 4096, 0u);
+  std::memset(h, 0x3C, 10000);
+  unsigned type = 0;
+  ASSERT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                  reinterpret_cast<CUdeviceptr>(h) + 100),
+            CUDA_SUCCESS);
+  EXPECT_EQ(type, CU_MEMORYTYPE_HOST);
+  CUdeviceptr dh = 0;
+  ASSERT_EQ(cuMemHostGetDevicePointer_v2(&dh, h, 0), CUDA_SUCCESS);
+  EXPECT_EQ(dh, reinterpret_cast<CUdeviceptr>(h));
+  CUdeviceptr d = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&d, 10000), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyHtoD_v2(d, h, 10000), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(d)[9999], 0x3C);
+  EXPECT_EQ(cuMemFree_v2(reinterpret_cast<CUdeviceptr>(h)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFreeHost(reinterpret_cast<void*>(d)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFreeHost(h), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFreeHost(h), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFreeHost(nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemHostAlloc(&h, 4096, 0x80), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemHostAlloc(&h, 4096, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+            CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFreeHost(h), CUDA_SUCCESS);
+
+  CUdeviceptr m = 0;
+  EXPECT_EQ(cuMemAllocManaged(&m, 4096, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocManaged(&m, 0, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemAllocManaged(&m, 5000, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  reinterpret_cast<unsigned char*>(m)[4999] = 7;  // the host may touch it
+  int is_managed = 0;
+  ASSERT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, m), CUDA_SUCCESS);
+  ASSERT_EQ(cuPointerGetAttribute(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, m),
+            CUDA_SUCCESS);
+  EXPECT_EQ(type, CU_MEMORYTYPE_DEVICE);
+  EXPECT_EQ(is_managed, 1);
+  ASSERT_EQ(cuMemcpyDtoD_v2(d, m, 5000), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(d)[4999], 7);
+  EXPECT_EQ(cuMemFree_v2(m), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocManaged(&m, 100, CU_MEM_ATTACH_HOST), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(m), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(d), CUDA_SUCCESS);
+  EXPECT_EQ(counters(0).live_allocations, 0u);  // host and managed memory are not counted
+}
+
+// --- IPC -----------------------------------------------------------------------------------
+
+std::string hex(const CUipcMemHandle& h) {
+  std::string out;
+  char b[3];
+  for (char c : h.reserved) {
+    std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(c));
+    out += b;
+  }
+  return out;
+}
+
+// Runs fake_ipc_peer (next to this test) on the handle; returns its exit status.
+int run_peer(const CUipcMemHandle& h, size_t size, int expect, int write) {
+  char self[4096] = {};
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return -1;
+  std::string path(self);
+  path = path.substr(0, path.rfind('/')) + "/fake_ipc_peer";
+  std::string handle = hex(h), sz = std::to_string(size), e = std::to_string(expect),
+              w = std::to_string(write);
+  char* argv[] = {path.data(), handle.data(), sz.data(), e.data(), w.data(), nullptr};
+  pid_t pid = 0;
+  if (posix_spawn(&pid, path.c_str(), nullptr, nullptr, argv, environ) != 0) return -1;
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST_F(FakeDriver, IpcHandleSharesMemoryWithAnotherProcess) {
+  // One block of 3 MiB and one small one at an offset that is not page-aligned.
+  for (size_t size : {size_t{3} << 20, size_t{1000}}) {
+    CUdeviceptr pad = 0, p = 0;
+    ASSERT_EQ(cuMemAlloc_v2(&pad, 512), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemAlloc_v2(&p, size), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemsetD8_v2(p, 0x11, size), CUDA_SUCCESS);
+    CUipcMemHandle h{}, inner{};
+    ASSERT_EQ(cuIpcGetMemHandle(&h, p), CUDA_SUCCESS);
+    ASSERT_EQ(cuIpcGetMemHandle(&inner, p + size / 2), CUDA_SUCCESS);
+    EXPECT_EQ(std::memcmp(&h, &inner, sizeof h), 0) << "an interior pointer's handle differs";
+    ASSERT_EQ(run_peer(h, size, 0x11, 0x22), 0) << "size " << size;
+    std::vector<unsigned char> back(size);
+    ASSERT_EQ(cuMemcpyDtoH_v2(back.data(), p, size), CUDA_SUCCESS);
+    EXPECT_EQ(back.front(), 0x22);
+    EXPECT_EQ(back.back(), 0x22);
+    EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemFree_v2(pad), CUDA_SUCCESS);
+  }
+}
+
+TEST_F(FakeDriver, IpcErrors) {
+  CUdeviceptr p = 0, q = 0, out = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&p, 4096), CUDA_SUCCESS);
+  CUipcMemHandle h{}, again{};
+  ASSERT_EQ(cuIpcGetMemHandle(&h, p), CUDA_SUCCESS);
+  // The exporting process cannot open its own handle.
+  EXPECT_EQ(cuIpcOpenMemHandle_v2(&out, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+            CUDA_ERROR_INVALID_CONTEXT);
+  CUipcMemHandle garbage{};
+  std::memset(garbage.reserved, 0x5A, sizeof garbage.reserved);
+  EXPECT_EQ(cuIpcOpenMemHandle_v2(&out, garbage, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuIpcOpenMemHandle_v2(&out, h, 2), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuIpcCloseMemHandle(p), CUDA_ERROR_INVALID_VALUE);  // not an opened handle
+  int host = 0;
+  EXPECT_EQ(cuIpcGetMemHandle(&again, reinterpret_cast<CUdeviceptr>(&host)),
+            CUDA_ERROR_INVALID_VALUE);
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocAsync(&q, 4096, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuIpcGetMemHandle(&again, q), CUDA_ERROR_INVALID_VALUE);  // pool memory
+  int capable = -1;
+  ASSERT_EQ(cuPointerGetAttribute(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, q),
+            CUDA_SUCCESS);
+  EXPECT_EQ(capable, 0);
+  // A new allocation at the same address has another handle.
+  ASSERT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  CUdeviceptr p2 = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&p2, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(cuIpcGetMemHandle(&again, p2), CUDA_SUCCESS);
+  if (p2 == p) {
+    EXPECT_NE(std::memcmp(&h, &again, sizeof h), 0);
+  }
+  EXPECT_EQ(cuMemFreeAsync(q, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(p2), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  CUresult r;
+  CUdriverProcAddressQueryResult st;
+  EXPECT_EQ(proc("cuIpcOpenMemHandle", 11000, 0, &r, &st), FN(cuIpcOpenMemHandle_v2));
+  EXPECT_EQ(proc("cuIpcOpenMemHandle", 4010, 0, &r, &st), FN(cuIpcOpenMemHandle));
+  EXPECT_EQ(proc("cuIpcGetMemHandle", 4010, 0, &r, &st), FN(cuIpcGetMemHandle));
+  EXPECT_EQ(proc("cuIpcCloseMemHandle", 4010, 0, &r, &st), FN(cuIpcCloseMemHandle));
+}
+
+// --- stream capture and graphs -------------------------------------------------------------
+
+CUstreamCaptureStatus capture_status(CUstream s) {
+  CUstreamCaptureStatus st = -1;
+  EXPECT_EQ(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+  return st;
+}
+
+TEST_F(FakeDriver, CapturedGraphReplaysCopiesAndMemsets) {
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&a, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc_v2(&b, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8_v2(a, 0, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8_v2(b, 0, 4096), CUDA_SUCCESS);
+  std::vector<unsigned char> out(4096, 0xEE);
+
+  EXPECT_EQ(capture_status(s), CU_STREAM_CAPTURE_STATUS_NONE);
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(capture_status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  ASSERT_EQ(cuMemcpyDtoDAsync_v2(b, a, 4096, s), CUDA_SUCCESS);  // b = a
+  ASSERT_EQ(cuMemsetD8Async(a, 0x5A, 4096, s), CUDA_SUCCESS);     // a = 0x5A
+  ASSERT_EQ(cuMemcpyDtoHAsync_v2(out.data(), b, 4096, s), CUDA_SUCCESS);
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0, id2 = 0;
+  CUgraph during = nullptr;
+  const CUgraphNode* deps = nullptr;
+  size_t ndeps = 99;
+  ASSERT_EQ(cuStreamGetCaptureInfo_v3(s, &st, &id, &during, &deps, nullptr, &ndeps),
+            CUDA_SUCCESS);
+  EXPECT_EQ(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  EXPECT_NE(id, 0u);
+  EXPECT_NE(during, nullptr);
+  ASSERT_EQ(cuStreamGetCaptureInfo(s, &st, &id2), CUDA_SUCCESS);
+  EXPECT_EQ(id2, id);
+  luma_fake_set_gate_open(1);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(a)[0], 0);  // recorded, not run
+  EXPECT_EQ(out[0], 0xEE);
+  CUgraph g = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  EXPECT_EQ(g, during);
+  EXPECT_EQ(capture_status(s), CU_STREAM_CAPTURE_STATUS_NONE);
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, g, 0), CUDA_SUCCESS);
+  for (int i = 1; i <= 20; ++i) {
+    std::vector<unsigned char> in(4096, static_cast<unsigned char>(i));
+    ASSERT_EQ(cuMemcpyHtoDAsync_v2(a, in.data(), 4096, s), CUDA_SUCCESS);
+    ASSERT_EQ(cuGraphLaunch(exec, s), CUDA_SUCCESS);
+    ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+    EXPECT_EQ(out[0], i);
+    EXPECT_EQ(out[4095], i);
+    EXPECT_EQ(reinterpret_cast<unsigned char*>(a)[100], 0x5A);
+  }
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphLaunch(exec, s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(a), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(b), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  CUresult r;
+  CUdriverProcAddressQueryResult pst;
+  EXPECT_EQ(proc("cuStreamBeginCapture", 10010, 0, &r, &pst), FN(cuStreamBeginCapture_v2));
+  EXPECT_EQ(proc("cuStreamGetCaptureInfo", 12030, 0, &r, &pst), FN(cuStreamGetCaptureInfo_v3));
+  EXPECT_EQ(proc("cuStreamGetCaptureInfo", 12030, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                 &r, &pst),
+            FN(cuStreamGetCaptureInfo_v3_ptsz));
+  EXPECT_EQ(proc("cuGraphInstantiate", 12000, 0, &r, &pst), FN(cuGraphInstantiateWithFlags));
+  EXPECT_EQ(proc("cuGraphLaunch", 10000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &r, &pst),
+            FN(cuGraphLaunch_ptsz));
+}
+
+TEST_F(FakeDriver, CaptureLifecycleErrors) {
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUgraph g = nullptr;
+  EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE);  // not capturing
+  EXPECT_EQ(cuStreamBeginCapture_v2(LUMA_CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(cuStreamBeginCapture_v2(s, 7), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+            CUDA_ERROR_ILLEGAL_STATE);
+  CUresult other_thread = CUDA_SUCCESS;
+  std::thread t([&] { other_thread = cuStreamEndCapture(s, &g); });
+  t.join();
+  EXPECT_EQ(other_thread, CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+  EXPECT_EQ(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(capture_status(s), CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuCtxSetCurrent(ctx0_), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemsetD8Async(0x1000, 1, 1, s), CUDA_ERROR_INVALID_VALUE);  // checked first
+  g = reinterpret_cast<CUgraph>(1);
+  EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(g, nullptr);
+  // The stream is usable again.
+  ASSERT_EQ(cuMemAlloc_v2(&p, 512), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemsetD8Async(p, 1, 512, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+// Which calls a capture refuses, per cuThreadExchangeStreamCaptureMode: a global capture
+// prohibits unsafe calls in its own thread and in every thread in global mode; a
+// thread-local one only in its own thread; a relaxed one nowhere.
+TEST_F(FakeDriver, CaptureModesDecideWhichThreadsMayAllocate) {
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  auto in_thread = [&](CUstreamCaptureMode mode) {
+    CUresult r = CUDA_ERROR_UNKNOWN;
+    std::thread t([&] {
+      CUstreamCaptureMode m = mode;
+      cuThreadExchangeStreamCaptureMode(&m);
+      cuCtxSetCurrent(ctx0_);
+      CUdeviceptr q = 0;
+      r = cuMemAlloc_v2(&q, 512);
+      if (r == CUDA_SUCCESS) cuMemFree_v2(q);
+    });
+    t.join();
+    return r;
+  };
+  CUgraph g = nullptr;
+  CUdeviceptr p = 0;
+
+  // Global: refused here (and the capture is invalidated) ...
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAlloc_v2(&p, 512), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(capture_status(s), CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  // ... and in another thread in global mode, but not in one in thread-local mode.
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(in_thread(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  EXPECT_EQ(capture_status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  EXPECT_EQ(in_thread(CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(capture_status(s), CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+  // Thread-local: refused here, allowed in another thread even in global mode.
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  EXPECT_EQ(in_thread(CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(0x1000), CUDA_ERROR_INVALID_VALUE);  // unknown: no capture rule
+  EXPECT_EQ(capture_status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  EXPECT_EQ(cuMemAlloc_v2(&p, 512), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+  // This thread in relaxed mode: its own global capture does not prohibit it.
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+  EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);  // the previous mode
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc_v2(&p, 512), CUDA_SUCCESS);
+  mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+  EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_RELAXED);
+  ASSERT_EQ(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+
+  // A relaxed capture prohibits nothing: allocation and free while it captures.
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  EXPECT_EQ(in_thread(CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc_v2(&p, 512), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  // ... but a synchronization that would wait for the capture is refused even so.
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+  mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  EXPECT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+  mode = 5;
+  EXPECT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+TEST_F(FakeDriver, LegacyStreamUseDuringBlockingCaptureIsImplicitError) {
+  CUstream blocking = nullptr, non_blocking = nullptr;
+  ASSERT_EQ(cuStreamCreate(&blocking, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&non_blocking, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&p, 4096), CUDA_SUCCESS);
+  CUgraph g = nullptr;
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+
+  ASSERT_EQ(cuStreamBeginCapture_v2(blocking, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  // Asking the legacy stream is an error but does not invalidate the capture ...
+  EXPECT_EQ(cuStreamIsCapturing(LUMA_CU_STREAM_LEGACY, &st), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  EXPECT_EQ(capture_status(blocking), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  // ... using it does.
+  EXPECT_EQ(cuMemsetD8Async(p, 1, 4096, nullptr), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  EXPECT_EQ(capture_status(blocking), CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  EXPECT_EQ(cuStreamEndCapture(blocking, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  // A synchronous copy runs on the legacy stream too.
+  ASSERT_EQ(cuStreamBeginCapture_v2(blocking, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  unsigned char byte = 0;
+  EXPECT_EQ(cuMemcpyDtoH_v2(&byte, p, 1), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  EXPECT_EQ(cuStreamEndCapture(blocking, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+  // A non-blocking stream's capture leaves the legacy stream alone.
+  ASSERT_EQ(cuStreamBeginCapture_v2(non_blocking, CU_STREAM_CAPTURE_MODE_RELAXED),
+            CUDA_SUCCESS);
+  EXPECT_EQ(cuMemsetD8Async(p, 2, 4096, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamIsCapturing(nullptr, &st), CUDA_SUCCESS);
+  EXPECT_EQ(st, CU_STREAM_CAPTURE_STATUS_NONE);
+  ASSERT_EQ(cuStreamEndCapture(non_blocking, &g), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(blocking), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(non_blocking), CUDA_SUCCESS);
+}
+
+TEST_F(FakeDriver, CapturedEventCannotBeQueried) {
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUevent e = nullptr;
+  ASSERT_EQ(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  CUgraph g = nullptr;
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(e, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(e), CUDA_ERROR_CAPTURED_EVENT);
+  EXPECT_EQ(capture_status(s), CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  EXPECT_EQ(cuEventSynchronize(e), CUDA_ERROR_CAPTURED_EVENT);
+  EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  // Recorded again outside a capture, it is an ordinary event.
+  ASSERT_EQ(cuEventRecord(e, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventSynchronize(e), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(e), CUDA_SUCCESS);
+  // In global mode even an ordinary event may not be queried during a capture.
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(e), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(cuEventDestroy_v2(e), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+// Fork into a second stream through an event recorded in the capture, join back through
+// another; the graph runs both streams' work. Without the join the capture is unjoined.
+TEST_F(FakeDriver, CaptureForksAndJoinsThroughEvents) {
+  CUstream s1 = nullptr, s2 = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUevent fork = nullptr, join = nullptr;
+  ASSERT_EQ(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&a, 1024), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc_v2(&b, 1024), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8_v2(a, 0, 1024), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8_v2(b, 0, 1024), CUDA_SUCCESS);
+  CUgraph g = nullptr;
+  for (bool joined : {false, true}) {
+    ASSERT_EQ(cuStreamBeginCapture_v2(s1, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemsetD8Async(a, 0x41, 1024, s1), CUDA_SUCCESS);
+    ASSERT_EQ(cuEventRecord(fork, s1), CUDA_SUCCESS);
+    ASSERT_EQ(cuStreamWaitEvent(s2, fork, 0), CUDA_SUCCESS);
+    EXPECT_EQ(capture_status(s2), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    ASSERT_EQ(cuMemcpyDtoDAsync_v2(b, a, 1024, s2), CUDA_SUCCESS);
+    ASSERT_EQ(cuEventRecord(join, s2), CUDA_SUCCESS);
+    if (joined) {
+      ASSERT_EQ(cuStreamWaitEvent(s1, join, 0), CUDA_SUCCESS);
+    }
+    CUresult want = joined ? CUresult{CUDA_SUCCESS} : CUresult{CUDA_ERROR_STREAM_CAPTURE_UNJOINED};
+    EXPECT_EQ(cuStreamEndCapture(s1, &g), want);
+    EXPECT_EQ(capture_status(s2), CU_STREAM_CAPTURE_STATUS_NONE);
+  }
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(b)[0], 0);
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, g, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, s1), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s1), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(b)[1023], 0x41);
+  // Waiting on an ordinary event inside a capture crosses its boundary.
+  CUevent outside = nullptr;
+  ASSERT_EQ(cuEventCreate(&outside, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(outside, s2), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamBeginCapture_v2(s1, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamWaitEvent(s1, outside, 0), CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
+  CUgraph g2 = nullptr;
+  EXPECT_EQ(cuStreamEndCapture(s1, &g2), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+  for (CUevent e : {fork, join, outside}) EXPECT_EQ(cuEventDestroy_v2(e), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(a), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(b), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(s1), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(s2), CUDA_SUCCESS);
+}
+
+// cuMemAllocAsync / cuMemFreeAsync in a capture become graph memory nodes; a free node
+// must be given memory a graph allocation node made.
+TEST_F(FakeDriver, CapturedAsyncAllocationsAreGraphMemoryNodes) {
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr outside = 0, p = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&outside, 4096), CUDA_SUCCESS);
+  std::vector<unsigned char> out(4096, 0);
+  CUgraph g = nullptr;
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocAsync(&p, 4096, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8Async(p, 0x77, 4096, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoHAsync_v2(out.data(), p, 4096, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeAsync(p, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFreeAsync(p, s), CUDA_ERROR_INVALID_VALUE);  // twice in one graph
+  EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFreeAsync(outside, s), CUDA_ERROR_INVALID_VALUE);  // not a graph allocation
+  EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocAsync(&p, 4096, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8Async(p, 0x77, 4096, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoHAsync_v2(out.data(), p, 4096, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeAsync(p, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, g, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(out[4095], 0x77);
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(outside), CUDA_SUCCESS);
+  EXPECT_EQ(counters(0).live_allocations, 0u);  // the graph's memory went with the graph
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
 }  // namespace

@@ -44,7 +44,9 @@ struct DeviceCounters {
 
 struct Context;
 struct Stream;
+struct Capture;
 using StreamPtr = std::shared_ptr<Stream>;
+using CapturePtr = std::shared_ptr<Capture>;
 
 // One queued operation: runs on the stream's worker after its dependencies completed.
 struct Op {
@@ -66,6 +68,7 @@ struct Stream {
   uint64_t completed = 0;
   bool stop = false;
   std::thread worker;
+  CapturePtr capture;  // the capture sequence this stream takes part in; guarded by capture_m
 
   bool blocking() const { return legacy || (flags & CU_STREAM_NON_BLOCKING) == 0; }
   bool done(uint64_t seq);
@@ -78,6 +81,11 @@ struct Event {
   StreamPtr stream;  // null until recorded: an unrecorded event counts as complete
   uint64_t seq = 0;
   unsigned flags = 0;
+  // Last recorded inside a capture sequence (then stream/seq are stale): queries and
+  // synchronization give CUDA_ERROR_CAPTURED_EVENT, waits join the capture.
+  CapturePtr captured;
+  StreamPtr captured_on;     // the capturing stream it was recorded on
+  size_t captured_pos = 0;   // that stream's node count at the record
 };
 
 struct Context {
@@ -89,12 +97,42 @@ struct Context {
   std::vector<StreamPtr> streams;  // created and per-thread streams (not legacy)
 };
 
+// What made an allocation; decides which calls accept it and what pointer queries say.
+enum class MemKind {
+  kDevice,      // cuMemAlloc_v2 / cuMemAllocPitch_v2 (legacy-IPC capable)
+  kAsync,       // cuMemAllocAsync (stream-ordered pool memory: not legacy-IPC capable)
+  kGraph,       // cuMemAllocAsync captured into a graph (a graph memory node)
+  kManaged,     // cuMemAllocManaged
+  kHost,        // cuMemAllocHost_v2 / cuMemHostAlloc (page-locked host memory)
+  kImported,    // mapped by cuIpcOpenMemHandle_v2 from another process
+};
+
 struct Allocation {
-  size_t size = 0;  // rounded size
+  size_t size = 0;  // requested size (the block is rounded up to kAlignment)
   int device = 0;
   Context* ctx = nullptr;  // the context it belongs to: its destruction frees it
   uint64_t buffer_id = 0;
-  bool async = false;  // from cuMemAllocAsync: cuMemFree does not synchronize for it
+  MemKind kind = MemKind::kDevice;
+  unsigned flags = 0;        // cuMemHostAlloc / cuMemAllocManaged flags
+  const void* graph = nullptr;  // kGraph: the capture's graph that allocated it
+  bool counted() const {     // device memory: counted in the per-device counters
+    return kind == MemKind::kDevice || kind == MemKind::kAsync || kind == MemKind::kGraph;
+  }
+  bool stream_ordered() const { return kind == MemKind::kAsync || kind == MemKind::kGraph; }
+};
+
+// A device's memory: one memfd, sized kArenaBytes (sparse) and mapped MAP_SHARED once, from
+// which every allocation of the device is carved, so another process can map the same bytes
+// (cuIpcOpenMemHandle_v2) through /proc/<pid>/fd/<fd> with one descriptor per device. Best
+// fit over free ranges, coalesced on free; freed blocks >= kMmapThreshold give their pages
+// back (fallocate PUNCH_HOLE), so untouched or released capacity costs nothing. Guarded by
+// State::mem_m.
+struct Arena {
+  int fd = -1;
+  uintptr_t base = 0;
+  size_t size = 0;
+  std::map<size_t, size_t> free_by_offset;        // offset -> length
+  std::multimap<size_t, size_t> free_by_length;   // length -> offset
 };
 
 struct Settings {
@@ -129,6 +167,7 @@ struct State {
   std::mutex mem_m;
   std::map<uintptr_t, Allocation> allocations;
   uint64_t next_buffer_id = 1;
+  Arena arenas[kMaxDevices];
 
   std::mutex handles_m;
   std::unordered_map<const void*, StreamPtr> streams;  // live created streams by handle
@@ -157,5 +196,30 @@ void destroy_stream(const StreamPtr& s);  // drains, stops and joins its worker
 uint64_t submit(const StreamPtr& s, std::function<void()> fn, bool async);
 void synchronize_context(Context* ctx);
 StreamPtr per_thread_stream(Context* ctx);  // this thread's default stream (blocking)
+
+// Shared helpers of the entry points (fake_driver.cpp).
+CUresult ready();       // initialised, not forked, device not lost
+CUresult ready_host();  // initialised, not forked (context bookkeeping)
+Context* current();     // this thread's current context, or null
+// Maps a stream handle to its stream; `ptds` says whether NULL means this thread's default
+// stream (the _ptsz/_ptds entry points) or the legacy stream.
+CUresult resolve(CUstream h, bool ptds, StreamPtr& out);
+CUcontext handle(Context* c);
+// The live allocation containing [p, p + n), or allocations.end(). Caller holds mem_m.
+std::map<uintptr_t, Allocation>::iterator containing(State& st, uintptr_t p, size_t n);
+size_t rounded_size(size_t n);
+// Registers memory at addr as an allocation (new buffer id) and counts it when counted().
+// Caller holds mem_m.
+void register_allocation(State& st, uintptr_t addr, Allocation a);
+// Removes the allocation starting exactly at p (any kind), uncounting it; false if none.
+bool unregister(CUdeviceptr p, Allocation* out);
+// Gives the memory of an unregistered allocation back (arena, mmap or heap by kind).
+void release_memory(uintptr_t p, const Allocation& a);
+
+// Device memory arenas (fake_arena.cpp). Caller holds mem_m.
+uintptr_t arena_alloc(State& st, int device, size_t rounded);  // 0 when full
+void arena_free(State& st, int device, uintptr_t p, size_t rounded);
+// The arena of device holding p: its fd and p's offset; false when p is in none.
+bool arena_locate(State& st, int device, uintptr_t p, int* fd, uint64_t* offset);
 
 }  // namespace luma::fake
