@@ -1,4 +1,4 @@
-// context_table.h - one allocator (core::DeviceAllocator) per CUDA context (blocks belong to the context
+// context_table.h - one allocator (core::ContextAllocator) per CUDA context (blocks belong to the context
 // that allocated them), found without a lock on the hot path: entries are published once
 // into a fixed array and never removed or freed (a context outliving luma's interest in it
 // costs one small record; freeing it could race with a free on another thread).
@@ -14,7 +14,7 @@
 #include <memory>
 #include <mutex>
 
-#include "device_allocator.h"
+#include "context_allocator.h"
 #include "config.h"
 #include "driver_device.h"
 
@@ -35,7 +35,7 @@ struct ContextEntry {
   bool primary = false;  // the device's primary context (reset and release destroy it)
   std::atomic<bool> retired{false};
   DriverDevice driver_device;
-  core::DeviceAllocator allocator;  // the cache, with the plan's replay in front of it
+  core::ContextAllocator allocator;  // the cache, with the plan's replay in front of it
 };
 
 class ContextTable {
