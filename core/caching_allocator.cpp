@@ -10,15 +10,17 @@
 //   block freed at the same size.
 // - Pointer map (pointer_map.h): cache-line buckets keyed by block address, exactly the
 //   allocated blocks, each as its record's number and its size (LiveBlock, block.h).
-// - Pending frees (epoch.h): with a batched-fence device a free only appends the block to
-//   the open epoch (no device call). The epoch is closed with one record_fence() when an
-//   allocation finds nothing else that fits, when it reaches epoch_max_blocks / _bytes,
-//   or by empty_cache / the OOM path / release_all. Closed epochs wait in a FIFO, polled
-//   oldest first at each allocate (PyTorch's process_events, backing off while the oldest
-//   fence stays not done: fence_poll_max_gap) and waited on, oldest first, before the
-//   allocator grows. A fence recorded after a free covers at least the work issued before
-//   it, so reuse stays safe; kNoFence frees the epoch at once.
-//   per_free devices are the same with a one-block epoch; none devices skip it all.
+// - Pending frees (epoch.h, fence_queue.h): with a batched-fence device a free only
+//   appends the block to the open epoch (no device call). The epoch is closed with one
+//   record_fence() when an allocation finds nothing else that fits, when it reaches
+//   epoch_max_blocks / _bytes, or by empty_cache / the OOM path / release_all. Closed
+//   epochs wait in the fence queue, polled oldest first at each allocate (PyTorch's
+//   process_events, backing off while the oldest fence stays not done:
+//   fence_poll_max_gap) and waited on, oldest first, before the allocator grows; when the
+//   device cannot wait now (device.h) the allocator grows instead. A fence recorded after
+//   a free covers at least the work issued before it, so reuse stays safe; kNoFence frees
+//   the epoch at once. per_free devices are the same with a one-block epoch; none devices
+//   skip it all.
 // - The lock (allocator_lock.h): one per device, a compare-exchange to take.
 // All index memory is reserved at the start of allocate (reserve_capacity), before any
 // state changes, so a host allocation failure leaves the allocator untouched.
@@ -47,6 +49,7 @@
 #include "allocator_lock.h"
 #include "block.h"
 #include "epoch.h"
+#include "fence_queue.h"
 #include "free_index.h"
 #include "live_stats.h"
 #include "pointer_map.h"
@@ -135,7 +138,7 @@ struct CachingAllocator::Impl {
   // Pending frees: the open epoch (no fence yet) and the closed ones (fenced), oldest
   // first; closed_blocks counts the closed epochs' blocks per pool.
   Epoch open_epoch;
-  EpochRing closed;
+  FenceQueue<Epoch> closed{dev, stats.num_fence_waits};
   std::array<std::size_t, kPools> closed_blocks{};
   // Fence polling backoff (poll_fences): the current gap, and the allocations left to skip.
   std::size_t poll_gap = 0;
@@ -224,7 +227,7 @@ struct CachingAllocator::Impl {
     apply_net(stats.inactive_split_bytes, p, net_bytes);
   }
 
-  static void apply_net(Metric& c, Pool p, std::int64_t n) noexcept {
+  static void apply_net(LiveMetric& c, Pool p, std::int64_t n) noexcept {
     if (n > 0) c.add(p, static_cast<std::uint64_t>(n));
     if (n < 0) c.sub(p, static_cast<std::uint64_t>(-n));
   }
@@ -266,31 +269,14 @@ struct CachingAllocator::Impl {
   }
 
   // Closes the open epoch with one fence recorded now, after every free in it. kNoFence:
-  // its blocks are free at once. Needs room in `closed` (reserve_capacity, or the free
-  // path's own grow); without it, waits for the fence instead of queueing it.
+  // its blocks are free at once. Needs room in `closed` (reserve_capacity, or the queue's
+  // own grow); without it, waits for the fence instead of queueing it (fence_queue.h).
   void close_epoch() noexcept {
     if (open_epoch.empty()) return;
-    Epoch& e = open_epoch;
-    e.fence = dev.record_fence();
-    if (e.fence == kNoFence) {
-      complete_epoch(e);
-      reset_open_epoch();
-      return;
-    }
-    if (closed.full()) {
-      try {
-        closed.grow();
-      } catch (...) {  // no host memory to queue it: wait now, which is always safe
-        dev.fence_wait(e.fence);
-        ++stats.num_fence_waits;
-        dev.fence_release(e.fence);
-        complete_epoch(e);
-        reset_open_epoch();
-        return;
-      }
-    }
-    for (std::size_t p = 0; p < kPools; ++p) closed_blocks[p] += e.per_pool[p];
-    closed.push(e);
+    using Closed = FenceQueue<Epoch>::Closed;
+    if (closed.close(open_epoch, [this](Epoch& e) noexcept { complete_epoch(e); }) == Closed::queued)
+      for (std::size_t p = 0; p < kPools; ++p) closed_blocks[p] += open_epoch.per_pool[p];
+    // (Closed::stranded: its blocks stay pending for good, never reused: fence_queue.h.)
     reset_open_epoch();
   }
 
@@ -301,19 +287,17 @@ struct CachingAllocator::Impl {
     open_epoch.fence = kNoFence;
   }
 
-  void finish_oldest() noexcept {
-    Epoch& e = closed.oldest();
-    for (std::size_t p = 0; p < kPools; ++p) closed_blocks[p] -= e.per_pool[p];
-    dev.fence_release(e.fence);
-    complete_epoch(e);  // before pop: e stays in the ring's storage until then
-    closed.pop();
+  // The queue's callback for a closed epoch whose fence is done.
+  auto finished() noexcept {
+    return [this](Epoch& e) noexcept {
+      for (std::size_t p = 0; p < kPools; ++p) closed_blocks[p] -= e.per_pool[p];
+      complete_epoch(e);
+    };
   }
 
   // PyTorch's process_events: complete the oldest closed epochs whose fences are done,
   // stopping at the first that is not (later ones are later in time too).
-  void process_events() noexcept {
-    while (!closed.empty() && dev.fence_done(closed.oldest().fence)) finish_oldest();
-  }
+  void process_events() noexcept { closed.poll(finished()); }
 
   // process_events at the start of an allocation, with backoff (constants.h,
   // fence_poll_max_gap): after a not-done answer the next poll_gap allocations skip it.
@@ -322,9 +306,7 @@ struct CachingAllocator::Impl {
       --polls_to_skip;
       return;
     }
-    const std::size_t before = closed.size();
-    process_events();
-    if (closed.size() != before) {
+    if (closed.poll(finished()) != 0) {
       poll_gap = 0;
       return;
     }
@@ -332,17 +314,11 @@ struct CachingAllocator::Impl {
     polls_to_skip = poll_gap;
   }
 
-  void wait_oldest() noexcept {
-    dev.fence_wait(closed.oldest().fence);
-    ++stats.num_fence_waits;
-    finish_oldest();
-  }
-
-  // Every pending free made reusable: for empty_cache, the OOM path and release_all.
-  void drain_pending() noexcept {
+  // Every pending free made reusable: for empty_cache, the OOM path and release_all. False
+  // when the device cannot wait now: some stay pending.
+  bool drain_pending() noexcept {
     close_epoch();
-    process_events();
-    while (!closed.empty()) wait_oldest();
+    return closed.drain(finished());
   }
 
   // Pending blocks of pool p exist: make some reusable, cheapest way first. Returns false
@@ -357,10 +333,8 @@ struct CachingAllocator::Impl {
     }
     // Polls first (the backoff may have skipped the fence since it completed), then waits
     // rather than grow.
-    const std::size_t before = closed.size();
-    process_events();
-    if (closed.size() == before) {
-      wait_oldest();
+    if (closed.poll(finished()) == 0) {
+      if (!closed.wait_oldest(finished())) return false;  // cannot wait now: grow instead
       process_events();
     }
     poll_gap = 0;
@@ -593,7 +567,7 @@ struct CachingAllocator::Impl {
   }
 
   void release_all() noexcept {
-    drain_pending();
+    if (!drain_pending()) return;  // work may still use pending blocks: release nothing
     std::size_t keep = 0;
     for (std::size_t i = 0; i < segments.size(); ++i) {
       Segment* s = segments[i];
@@ -610,10 +584,7 @@ struct CachingAllocator::Impl {
   // The device's memory is gone with its context: every segment and block is forgotten,
   // no device call made, pending fences given back unchecked (their events went too).
   void drop_device_memory() noexcept {
-    while (!closed.empty()) {
-      dev.fence_release(closed.oldest().fence);
-      closed.pop();
-    }
+    closed.drop([](Epoch&) noexcept {});
     closed_blocks = {};
     reset_open_epoch();
     segments_dropped += segments.size();
@@ -883,14 +854,9 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
 CachingAllocator::CachingAllocator(Device& device, int device_index, const AllocatorOptions& options)
     : impl_(std::make_unique<Impl>(device, device_index, options)) {}
 
-CachingAllocator::~CachingAllocator() {
-  // Memory stays with the device (never freed at exit), but every fence token is given
-  // back exactly once.
-  while (!impl_->closed.empty()) {
-    impl_->dev.fence_release(impl_->closed.oldest().fence);
-    impl_->closed.pop();
-  }
-}
+// Memory stays with the device (never freed at exit); the fence queue gives every token
+// back exactly once.
+CachingAllocator::~CachingAllocator() = default;
 
 AllocResult CachingAllocator::allocate(std::size_t bytes) noexcept {
   if (bytes == 0) return {nullptr, AllocStatus::invalid_size};

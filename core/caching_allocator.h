@@ -59,11 +59,13 @@ class CachingAllocator {
   FreeStatus free(void* ptr) noexcept;
 
   // Releases every wholly free segment to the device; returns the bytes released.
-  // Waits for pending fences first so that blocks freed but not yet reusable count.
+  // Waits for pending fences first so that blocks freed but not yet reusable count (those
+  // the device can wait for now: device.h).
   std::size_t empty_cache() noexcept;
 
   // Releases every segment back to the device, live blocks included. For tests and for
   // tearing down an allocator whose device is still alive; never called at process exit.
+  // Releases nothing while the device cannot wait for a pending free (device.h).
   void release_all() noexcept;
 
   // The device's memory is already gone (its context was destroyed: cuCtxDestroy, a

@@ -73,7 +73,9 @@ const std::vector<Key>& keys() {
 }
 #undef LUMA_SIZE_KEY
 
-const char* free_sync_name(FreeSync f) {
+}  // namespace
+
+const char* free_sync_name(FreeSync f) noexcept {
   switch (f) {
     case FreeSync::event: return "event";
     case FreeSync::none: return "none";
@@ -81,6 +83,8 @@ const char* free_sync_name(FreeSync f) {
   }
   return "event";
 }
+
+namespace {
 
 std::optional<std::uint64_t> parse_uint(std::string_view text) {
   std::uint64_t v = 0;

@@ -21,6 +21,8 @@ enum class FreeSync : std::uint8_t {
   none,    // reuse at once: correct only for programs that use one stream
   device,  // synchronize the device on every free: always correct, slowest
 };
+// "event", "none", "device": the name LUMA_CONF takes and the statistics print.
+const char* free_sync_name(FreeSync f) noexcept;
 
 struct Settings {
   AllocatorOptions allocator;

@@ -1,7 +1,7 @@
 // constants.h - every tunable number of the caching allocator, with the reason for its
 // default, in one place. The defaults follow PyTorch's CUDACachingAllocator where users
-// expect its behaviour, and the reference design (../shared/reference/allocator.h) where
-// it is stricter. The sizes and switches can be set through LUMA_CONF (see config.h); the
+// expect its behaviour, and the reference design (docs/reference-design.md) where it is
+// stricter. The sizes and switches can be set through LUMA_CONF (see config.h); the
 // epoch and polling bounds at the end are internal tuning, set in code (tests use them).
 #pragma once
 
@@ -15,13 +15,21 @@ inline constexpr std::size_t KiB = std::size_t{1} << 10;
 inline constexpr std::size_t MiB = std::size_t{1} << 20;
 inline constexpr std::size_t GiB = std::size_t{1} << 30;
 
+// cudaMalloc (and cuMemAlloc) return pointers aligned to at least 256 bytes (CUDA C
+// Programming Guide, "Device Memory Accesses"); programs rely on it, so every pointer luma
+// hands out keeps it. The one name of that fact: the allocator's default alignment, the
+// least alignment a plan may have (plan_constants.h), the alignment of buffers read from
+// an RMM log (planner_constants.h) and the unit of a narrow trace event's address and size
+// (trace/trace_format.h) are this constant or static_assert'ed against it.
+inline constexpr std::size_t kCudaMallocAlignment = 256;
+
 struct AllocatorOptions {
-  // cudaMalloc guarantees 256-byte alignment; every block keeps that promise, so each
-  // request is rounded up to a multiple of it. Must be a power of two.
-  std::size_t alignment = 256;
+  // Every block keeps cudaMalloc's alignment, so each request is rounded up to a multiple
+  // of it. Must be a power of two, at least kCudaMallocAlignment (config.cpp checks).
+  std::size_t alignment = kCudaMallocAlignment;
   // A split leaves a remainder only when it is at least this big; below it the block is
   // handed out whole (the reference design's kMinSplit). Multiple of alignment.
-  std::size_t min_split = 256;
+  std::size_t min_split = kCudaMallocAlignment;
   // No segment is smaller than this (the reference design's kMinSegment): segments are
   // real driver allocations, and tiny ones waste driver calls and address space.
   std::size_t min_segment = 1 * MiB;

@@ -23,8 +23,15 @@
 //                the fence methods are never called.
 //   record_fence() returns kNoFence when the covered blocks may be reused at once (every
 //   stream idle, or the implementation synchronized). fence_done() polls without
-//   blocking; fence_wait() blocks until done; fence_release() gives the token back. Each
-//   token is released exactly once. A fence that cannot be recorded (driver error) is
+//   blocking; fence_wait() blocks until done and returns true; fence_release() gives the
+//   token back. Each token is released exactly once.
+//   A device may be unable to wait at some moment (a stream capture is underway on the
+//   calling thread: a blocking wait or synchronization would invalidate the capture, or
+//   deadlock): fence_wait() then returns false at once and the fence stays not done; a
+//   fence recorded then may be "deferred", reported not done by fence_done() until the
+//   device can say the work ran. The allocator treats such a fence as not done: it finds
+//   other memory (a new segment; plan replay diverges) and never reuses the memory early
+//   (core/fence_queue.h). The default (every device written before this) always waits. A fence that cannot be recorded (driver error) is
 //   reported as kNoFence after the implementation has made the memory safe another way
 //   (for example by synchronizing), so the allocator never reuses memory unsafely.
 // All methods are called with the allocator's per-device lock held; they must not block on
@@ -60,7 +67,7 @@ class Device {
   virtual FenceMode fence_mode() const noexcept { return FenceMode::per_free; }
   virtual Fence record_fence() noexcept { return kNoFence; }
   virtual bool fence_done(Fence) noexcept { return true; }
-  virtual void fence_wait(Fence) noexcept {}
+  virtual bool fence_wait(Fence) noexcept { return true; }  // false: cannot wait now
   virtual void fence_release(Fence) noexcept {}
 };
 

@@ -16,7 +16,7 @@ namespace luma::core {
 // current and totals are the pools' sums. A sub is then one store, an add four; the
 // statistics were about a quarter of an alloc+free pair's instructions when every
 // PyTorch field was stored at every change (docs/performance.md).
-struct Metric {
+struct LiveMetric {
   struct Gauge {
     std::int64_t current = 0;
     std::int64_t peak = 0;
@@ -57,51 +57,29 @@ struct Metric {
   }
 };
 
-// DeviceStats with Metric in place of PoolCounter; the metrics every pair touches first.
+// DeviceStats with LiveMetric in place of PoolCounter (the fields: stats.h's lists, in
+// the hot path's order there).
 struct LiveStats {
-  Metric allocation, allocated_bytes, requested_bytes, active, active_bytes, inactive_split,
-      inactive_split_bytes;
-  Metric segment, reserved_bytes;
-  std::uint64_t alloc_calls = 0;
-  std::uint64_t free_calls = 0;
-  std::uint64_t num_device_alloc = 0;
-  std::uint64_t num_device_free = 0;
-  std::uint64_t num_alloc_retries = 0;
-  std::uint64_t num_ooms = 0;
-  std::uint64_t num_device_errors = 0;
-  std::uint64_t num_context_resets = 0;
-  std::uint64_t num_fence_waits = 0;
-  std::uint64_t num_empty_cache = 0;
-  std::uint64_t invalid_frees = 0;
+#define LUMA_STATS_FIELD(name, ...) LiveMetric name;
+  LUMA_POOL_METRICS(LUMA_STATS_FIELD)
+#undef LUMA_STATS_FIELD
+#define LUMA_STATS_FIELD(name) std::uint64_t name = 0;
+  LUMA_CALL_COUNTERS(LUMA_STATS_FIELD)
+#undef LUMA_STATS_FIELD
 
   // free_blocks: the free index's count (the allocator keeps no counter for it).
   DeviceStats view(int device, std::uint64_t free_blocks) const noexcept {
     DeviceStats d;
     d.device = device;
-    d.allocation = allocation.view();
-    d.segment = segment.view();
-    d.active = active.view();
-    d.inactive_split = inactive_split.view();
-    d.allocated_bytes = allocated_bytes.view();
-    d.requested_bytes = requested_bytes.view();
-    d.reserved_bytes = reserved_bytes.view();
-    d.active_bytes = active_bytes.view();
-    d.inactive_split_bytes = inactive_split_bytes.view();
+#define LUMA_STATS_VIEW(name, ...) d.name = name.view();
+    LUMA_POOL_METRICS(LUMA_STATS_VIEW)
+#undef LUMA_STATS_VIEW
     d.free_blocks = free_blocks;
-    d.alloc_calls = alloc_calls;
-    d.free_calls = free_calls;
-    d.num_device_alloc = num_device_alloc;
-    d.num_device_free = num_device_free;
-    d.num_alloc_retries = num_alloc_retries;
-    d.num_ooms = num_ooms;
-    d.num_device_errors = num_device_errors;
-    d.num_context_resets = num_context_resets;
-    d.num_fence_waits = num_fence_waits;
-    d.num_empty_cache = num_empty_cache;
-    d.invalid_frees = invalid_frees;
+#define LUMA_STATS_VIEW(name) d.name = name;
+    LUMA_CALL_COUNTERS(LUMA_STATS_VIEW)
+#undef LUMA_STATS_VIEW
     return d;
   }
 };
-
 
 }  // namespace luma::core

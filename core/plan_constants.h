@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "constants.h"
+
 namespace luma::core::plan {
 
 // The plan file format this luma writes and reads ("version" in the file). A reader
@@ -14,7 +16,7 @@ inline constexpr const char* kFormatName = "luma-plan";
 
 // Every block a replay hands out is a device pointer the program may use as cudaMalloc's
 // result, which is 256-byte aligned; so a plan's offsets (and the arena base) must be too.
-inline constexpr std::uint64_t kMinReplayAlignment = 256;
+inline constexpr std::uint64_t kMinReplayAlignment = kCudaMallocAlignment;
 // An alignment above this in a plan file is a typo, not a requirement (the largest page
 // size of any GPU is 2 MiB; 1 GiB leaves room and keeps arithmetic far from overflow).
 inline constexpr std::uint64_t kMaxPlanAlignment = std::uint64_t{1} << 30;

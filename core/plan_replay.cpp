@@ -14,7 +14,8 @@
 // into an open epoch closed by one fence (at the epoch bounds, or at the next planned
 // allocation: one fence per burst of frees), none frees at once. A placement that needs a
 // pending block polls the oldest fences, then waits, oldest first; a plan has no other
-// place to put the bytes.
+// place to put the bytes, so when the device cannot wait now it diverges. The protocol
+// itself is core/fence_queue.h, shared with the caching allocator.
 #include "plan_replay.h"
 
 #include <algorithm>
@@ -149,9 +150,7 @@ PlanReplay::PlanReplay(Device& device, int device_index, const DevicePlanFile& p
   open_.id = next_epoch_id_++;
 }
 
-PlanReplay::~PlanReplay() {
-  for (const Epoch& e : closed_) dev_.fence_release(e.fence);
-}
+PlanReplay::~PlanReplay() = default;
 
 std::uint32_t PlanReplay::slot_for(std::uint64_t k) const noexcept {
   const std::uint64_t n = offset_.size();
@@ -245,8 +244,14 @@ ReplayAllocation PlanReplay::allocate(std::size_t bytes) noexcept {
   // usually long complete when a later planned allocation reuses those bytes.
   if (open_.head != kNone) close_open_epoch();
   if (!closed_.empty()) process_events();
-  for (const std::uint32_t* p = preds; p != preds_end; ++p)
-    if (state_[*p] == SlotState::pending) make_free(*p);
+  for (const std::uint32_t* p = preds; p != preds_end; ++p) {
+    if (state_[*p] == SlotState::pending && !make_free(*p)) {
+      // The device cannot wait for its fence now (device.h): the bytes are still held.
+      d.reason = DivergenceReason::live_conflict;
+      d.conflicting_sequence = instance_[*p];
+      return diverge(d);
+    }
+  }
 
   state_[slot] = SlotState::live;
   instance_[slot] = k;
@@ -321,39 +326,16 @@ void PlanReplay::close_open_epoch() noexcept {
   Epoch e = open_;
   open_ = Epoch{};
   open_.id = next_epoch_id_++;
-  e.fence = dev_.record_fence();
-  if (e.fence == kNoFence) {
-    complete_epoch(e.head);
-    return;
-  }
-  try {
-    closed_.push_back(e);
-  } catch (...) {  // no host memory to queue it: wait now, which is always safe
-    dev_.fence_wait(e.fence);
-    ++stats_.num_fence_waits;
-    dev_.fence_release(e.fence);
-    complete_epoch(e.head);
-  }
-}
-
-void PlanReplay::finish_oldest() noexcept {
-  const Epoch e = closed_.front();
-  closed_.pop_front();
-  dev_.fence_release(e.fence);
-  complete_epoch(e.head);
-}
-
-void PlanReplay::wait_oldest() noexcept {
-  dev_.fence_wait(closed_.front().fence);
-  ++stats_.num_fence_waits;
-  finish_oldest();
+  // (Closed::stranded: its slots stay pending for good, never reused: fence_queue.h.)
+  closed_.close(e, [this](Epoch& done) noexcept { complete_epoch(done.head); });
 }
 
 void PlanReplay::process_events() noexcept {
-  while (!closed_.empty() && dev_.fence_done(closed_.front().fence)) finish_oldest();
+  closed_.poll([this](Epoch& e) noexcept { complete_epoch(e.head); });
 }
 
-void PlanReplay::make_free(std::uint32_t slot) noexcept {
+// False when the slot's fence cannot be waited for now (device.h): it stays pending.
+bool PlanReplay::make_free(std::uint32_t slot) noexcept {
   while (state_[slot] == SlotState::pending) {
     if (epoch_of_[slot] == open_.id) {
       close_open_epoch();  // its fence covers the free; kNoFence completes it at once
@@ -361,15 +343,16 @@ void PlanReplay::make_free(std::uint32_t slot) noexcept {
     }
     process_events();
     if (state_[slot] != SlotState::pending) break;
-    if (closed_.empty()) break;  // unreachable: a pending slot is in some epoch
-    wait_oldest();
+    if (closed_.empty()) return false;  // unreachable, unless stranded (fence_queue.h)
+    if (!closed_.wait_oldest([this](Epoch& e) noexcept { complete_epoch(e.head); })) return false;
   }
+  return true;
 }
 
-void PlanReplay::drain_pending() noexcept {
+// False when the device cannot wait now: some frees stay pending.
+bool PlanReplay::drain_pending() noexcept {
   close_open_epoch();
-  process_events();
-  while (!closed_.empty()) wait_oldest();
+  return closed_.drain([this](Epoch& e) noexcept { complete_epoch(e.head); });
 }
 
 void PlanReplay::drop_arena(bool released_by_us) noexcept {
@@ -383,11 +366,7 @@ void PlanReplay::drop_arena(bool released_by_us) noexcept {
 
 void PlanReplay::drop_device_memory() noexcept {
   // Fences go back unchecked (their events died with the context); pending blocks are free.
-  for (const Epoch& e : closed_) {
-    dev_.fence_release(e.fence);
-    complete_epoch(e.head);
-  }
-  closed_.clear();
+  closed_.drop([this](Epoch& e) noexcept { complete_epoch(e.head); });
   complete_epoch(open_.head);
   open_.head = kNone;
   open_.blocks = 0;
@@ -414,7 +393,7 @@ void PlanReplay::drop_device_memory() noexcept {
 }
 
 std::size_t PlanReplay::empty_cache() noexcept {
-  drain_pending();
+  if (!drain_pending()) return 0;  // the device cannot wait now: keep the arena
   if (following_ || base_ == 0 || stats_.allocation.all.current != 0) return 0;
   if (!dev_.release(reinterpret_cast<void*>(base_), arena_bytes_)) return 0;
   const std::size_t released = arena_bytes_;
@@ -423,7 +402,7 @@ std::size_t PlanReplay::empty_cache() noexcept {
 }
 
 void PlanReplay::release_all() noexcept {
-  drain_pending();
+  if (!drain_pending()) return;  // work may still use pending blocks: release nothing
   if (base_ == 0) return;
   if (!dev_.release(reinterpret_cast<void*>(base_), arena_bytes_)) return;
   for (std::uint32_t s = 0; s < state_.size(); ++s) {
@@ -484,10 +463,9 @@ bool PlanReplay::segment_of(const void* ptr, SegmentRange* out) const noexcept {
 
 DeviceStats PlanReplay::stats() const noexcept {
   DeviceStats s = stats_;
-  for (PoolCounter DeviceStats::*m :
-       {&DeviceStats::allocation, &DeviceStats::segment, &DeviceStats::active, &DeviceStats::allocated_bytes,
-        &DeviceStats::requested_bytes, &DeviceStats::reserved_bytes, &DeviceStats::active_bytes})
-    (s.*m).pool[static_cast<std::size_t>(Pool::large)] = (s.*m).all;
+#define LUMA_STATS_TO_LARGE(name, ...) s.name.pool[static_cast<std::size_t>(Pool::large)] = s.name.all;
+  LUMA_POOL_METRICS(LUMA_STATS_TO_LARGE)  // (inactive_split*: 0 in all and in large)
+#undef LUMA_STATS_TO_LARGE
   return s;
 }
 
@@ -570,9 +548,9 @@ std::vector<std::string> PlanReplay::check() const {
   };
   if (open_.fence != kNoFence) fail("the open epoch has a fence");
   walk(open_, "open");
-  for (const Epoch& e : closed_) {
-    if (e.fence == kNoFence) fail("a closed epoch has no fence");
-    walk(e, "closed");
+  for (std::size_t i = 0; i < closed_.size(); ++i) {
+    if (closed_.at(i).fence == kNoFence) fail("a closed epoch has no fence");
+    walk(closed_.at(i), "closed");
   }
   if (in_epochs != pending) fail(fmt::format("{} blocks are pending, epochs hold {}", pending, in_epochs));
   auto expect = [&](const char* name, const PoolCounter& c, std::uint64_t want) {

@@ -12,18 +12,20 @@
 // and their frees still come here; nothing is ever moved.
 //
 // Never hands out bytes that overlap a live block, or a freed block whose fence has not
-// completed (the fence contract of core/device.h, as the caching allocator keeps it). This
+// completed (the fence contract of core/device.h, kept by the same FenceQueue as the
+// caching allocator's). A planned allocation whose bytes wait on a fence the device cannot
+// wait for now (device.h) is a divergence (live_conflict: an earlier block still holds
+// them), so the cache serves it from other memory. This
 // does not depend on the plan being valid: before placing allocation k it checks the blocks
 // that last held each of its bytes (precomputed from the plan's offsets and order), which
 // by induction are the only ones that can still hold them.
 //
-// Not thread-safe: the owner (DeviceAllocator) holds one lock around every call. Never
+// Not thread-safe: the owner (ContextAllocator) holds one lock around every call. Never
 // throws after construction; the constructor may throw std::bad_alloc.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,7 @@
 #include "constants.h"
 #include "device.h"
 #include "event.h"
+#include "fence_queue.h"
 #include "plan_file.h"
 #include "replay_stats.h"
 #include "stats.h"
@@ -55,7 +58,7 @@ class PlanReplay {
   // alignment the allocator promises and the fence epoch bounds.
   PlanReplay(Device& device, int device_index, const DevicePlanFile& plan,
              const AllocatorOptions& options = {});
-  ~PlanReplay();  // gives every fence token back; the arena stays with the device
+  ~PlanReplay();  // the fence queue gives every token back; the arena stays with the device
   PlanReplay(const PlanReplay&) = delete;
   PlanReplay& operator=(const PlanReplay&) = delete;
 
@@ -68,6 +71,7 @@ class PlanReplay {
   const Divergence& divergence() const noexcept { return divergence_; }
 
   bool contains(const void* ptr) const noexcept;  // inside the arena (while it is held)
+  bool has_live_blocks() const noexcept { return stats_.allocation.all.current != 0; }
   bool owns(const void* ptr, std::size_t* size = nullptr) const noexcept;
   bool block_of(const void* addr, SegmentRange* out) const noexcept;
   bool segment_of(const void* ptr, SegmentRange* out) const noexcept;
@@ -113,11 +117,9 @@ class PlanReplay {
   void complete_slot(std::uint32_t slot) noexcept;
   void complete_epoch(std::uint32_t head) noexcept;
   void close_open_epoch() noexcept;
-  void finish_oldest() noexcept;
-  void wait_oldest() noexcept;
   void process_events() noexcept;
-  void make_free(std::uint32_t slot) noexcept;
-  void drain_pending() noexcept;
+  bool make_free(std::uint32_t slot) noexcept;
+  bool drain_pending() noexcept;
   void drop_arena(bool released_by_us) noexcept;
 
   Device& dev_;
@@ -154,11 +156,11 @@ class PlanReplay {
   std::vector<std::uint64_t> epoch_of_;  // pending: the epoch holding it
   std::vector<std::uint32_t> epoch_next_;
   std::vector<std::uint32_t> live_at_;   // per distinct offset: the live slot there
+  DeviceStats stats_;
   Epoch open_;
-  std::deque<Epoch> closed_;
+  FenceQueue<Epoch> closed_{dev_, stats_.num_fence_waits};
   std::uint64_t next_epoch_id_ = 1;
 
-  DeviceStats stats_;
   std::uint64_t arena_reservations_ = 0;
 };
 

@@ -13,8 +13,8 @@
 namespace luma::core {
 namespace {
 
-RecordedRun read_from(TraceReader& reader) {
-  RecordedRun run;
+PlanTraceInput read_from(TraceReader& reader) {
+  PlanTraceInput run;
   run.fingerprint = fingerprint_of(reader.header());
   // device -> address -> the live allocation at that address.
   std::unordered_map<int, std::unordered_map<std::uint64_t, std::size_t>> live;
@@ -48,7 +48,7 @@ RecordedRun read_from(TraceReader& reader) {
 
 }  // namespace
 
-RecordedRun read_recorded_run(const std::string& path) {
+PlanTraceInput read_plan_trace_input(const std::string& path) {
   try {
     TraceReader reader(path);
     return read_from(reader);
@@ -57,7 +57,7 @@ RecordedRun read_recorded_run(const std::string& path) {
   }
 }
 
-RecordedRun read_recorded_run_bytes(std::string bytes, const std::string& source) {
+PlanTraceInput read_plan_trace_input_bytes(std::string bytes, const std::string& source) {
   try {
     TraceReader reader(std::move(bytes), source);
     return read_from(reader);
@@ -66,7 +66,7 @@ RecordedRun read_recorded_run_bytes(std::string bytes, const std::string& source
   }
 }
 
-DeviceAllocations allocations_of_device(const RecordedRun& run, int device) {
+DeviceAllocations allocations_of_device(const PlanTraceInput& run, int device) {
   DeviceAllocations out;
   for (std::size_t i = 0; i < run.lifetimes.size(); ++i) {
     if (run.lifetimes[i].device != device) continue;

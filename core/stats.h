@@ -47,67 +47,110 @@ struct PoolCounter {
   }
 };
 
+// Every field of the device statistics, written once: DeviceStats below, the hot path's
+// copy (LiveStats, live_stats.h), the sums over contexts (accumulate_context) and over the
+// parts of one context (ContextAllocator: the plan's arena and the cache), plan replay's
+// copy (PlanReplay::stats) and the text and JSON tables (stats_format.cpp) are all made
+// from these two lists (X-macros, as mimalloc's MI_STAT_FIELDS).
+//
+// LUMA_POOL_METRICS(X): X(name, unit, title, summary_row) for each metric kept as a
+// PoolCounter (current, peak, allocated, freed; all pools and each pool). `name` is also
+// the memory_stats() key, `unit` bytes or count, `title` the memory_summary() row and
+// `summary_row` its place there (and in memory_stats()). Listed in the hot path's order:
+// the metrics every alloc+free pair touches first, so that they share cache lines.
+#define LUMA_POOL_METRICS(X)                                                                   \
+  X(allocation, count, "Allocations", 5)                /* blocks the program holds */         \
+  X(allocated_bytes, bytes, "Allocated memory", 0)      /* rounded bytes the program holds */  \
+  X(requested_bytes, bytes, "Requested memory", 2)      /* bytes the program asked for */      \
+  X(active, count, "Active allocs", 6)                  /* held, or freed with fences pending */ \
+  X(active_bytes, bytes, "Active memory", 1)            /* bytes of active blocks */           \
+  X(inactive_split, count, "Non-releasable allocs", 8)  /* free pieces of a split segment */   \
+  X(inactive_split_bytes, bytes, "Non-releasable memory", 4) /* their bytes */                 \
+  X(segment, count, "GPU reserved segments", 7)         /* segments reserved from the device */ \
+  X(reserved_bytes, bytes, "GPU reserved memory", 3)    /* bytes in segments */
+
+// LUMA_CALL_COUNTERS(X): X(name) for each running total (a plain count, only ever added).
+#define LUMA_CALL_COUNTERS(X)                                                        \
+  X(alloc_calls)         /* successful allocations served */                         \
+  X(free_calls)          /* successful frees */                                      \
+  X(num_device_alloc)    /* real segment reservations (successful) */                \
+  X(num_device_free)     /* real segment releases */                                 \
+  X(num_alloc_retries)   /* device refused; cache released and retried */            \
+  X(num_ooms)            /* allocations that failed with out-of-memory */            \
+  X(num_device_errors)   /* allocations failed by a device error (not OOM) */        \
+  X(num_context_resets)  /* times the memory went with its context (reset) */        \
+  X(num_fence_waits)     /* times an allocation waited for a pending free */         \
+  X(num_empty_cache)     /* empty_cache calls */                                     \
+  X(invalid_frees)       /* frees of pointers not live in this allocator */
+
+#define LUMA_STATS_COUNT_ONE(...) +1
+inline constexpr std::size_t kPoolMetrics = 0 LUMA_POOL_METRICS(LUMA_STATS_COUNT_ONE);
+#undef LUMA_STATS_COUNT_ONE
+
 struct DeviceStats {
   int device = 0;
-  // Counts.
-  PoolCounter allocation;      // blocks the program holds (alloc .. free)
-  PoolCounter segment;         // segments reserved from the device
-  PoolCounter active;          // blocks not reusable yet: held, or freed with fences pending
-  PoolCounter inactive_split;  // free blocks that are pieces of a split segment
-  // Bytes.
-  PoolCounter allocated_bytes;       // rounded bytes the program holds
-  PoolCounter requested_bytes;       // bytes the program asked for
-  PoolCounter reserved_bytes;        // bytes in segments
-  PoolCounter active_bytes;          // bytes of active blocks
-  PoolCounter inactive_split_bytes;  // bytes of inactive split blocks
+#define LUMA_STATS_FIELD(name, ...) PoolCounter name;
+  LUMA_POOL_METRICS(LUMA_STATS_FIELD)
+#undef LUMA_STATS_FIELD
   // Free blocks in the cache (reusable now), current value.
   std::uint64_t free_blocks = 0;
-  // Calls.
-  std::uint64_t alloc_calls = 0;         // successful allocations served
-  std::uint64_t free_calls = 0;          // successful frees
-  std::uint64_t num_device_alloc = 0;    // real segment reservations (successful)
-  std::uint64_t num_device_free = 0;     // real segment releases
-  std::uint64_t num_alloc_retries = 0;   // device refused; cache released and retried
-  std::uint64_t num_ooms = 0;            // allocations that failed with out-of-memory
-  std::uint64_t num_device_errors = 0;   // allocations failed by a device error (not OOM)
-  std::uint64_t num_context_resets = 0;  // times the memory went with its context (reset)
-  std::uint64_t num_fence_waits = 0;     // times an allocation waited for a pending free
-  std::uint64_t num_empty_cache = 0;     // empty_cache calls
-  std::uint64_t invalid_frees = 0;       // frees of pointers not live in this allocator
+#define LUMA_STATS_FIELD(name) std::uint64_t name = 0;
+  LUMA_CALL_COUNTERS(LUMA_STATS_FIELD)
+#undef LUMA_STATS_FIELD
 };
 
-// Adds the statistics of another CUDA context of the same device (luma keeps one allocator
-// per context; a device reset or a program's own cuCtxCreate makes more than one), so that
-// statistics are reported per device, as PyTorch's are. Totals and currents add up. A peak
-// becomes the larger of the two peaks and of the summed current: exact for contexts that
-// followed one another (the reset loop, by far the common case: a retired context's
-// current is 0), a lower bound for contexts alive at the same time, whose peaks may or may
-// not have coincided. Needs the same device; `device` is kept.
-inline void accumulate_context(Counter& into, const Counter& from) noexcept {
+// The peak rule, for every sum of statistics: a peak is the largest current value seen,
+// so the peak of a sum of parts depends on whether the parts' peaks could coincide.
+// - parts_at_once (one context's arena and cache, both serving at the same time): the sum
+//   of the peaks, an upper bound, exact while only one part moves (a device following its
+//   plan leaves the cache idle);
+// - parts_in_turn (the CUDA contexts of one device: luma keeps one allocator per context,
+//   and a device reset or a program's own cuCtxCreate makes more than one): the larger of
+//   the two peaks and of the summed current, exact for contexts that followed one another
+//   (the reset loop, by far the common case: a retired context's current is 0), a lower
+//   bound for contexts alive at the same time.
+// Currents and totals add up either way.
+enum class PeakRule : std::uint8_t { parts_at_once, parts_in_turn };
+
+inline void add_part(Counter& into, const Counter& from, PeakRule rule) noexcept {
   into.current += from.current;
   into.allocated += from.allocated;
   into.freed += from.freed;
-  into.peak = into.peak > from.peak ? into.peak : from.peak;
-  if (into.current > into.peak) into.peak = into.current;
+  if (rule == PeakRule::parts_at_once) {
+    into.peak += from.peak;
+  } else {
+    into.peak = into.peak > from.peak ? into.peak : from.peak;
+    if (into.current > into.peak) into.peak = into.current;
+  }
 }
 
+inline void add_part(PoolCounter& into, const PoolCounter& from, PeakRule rule) noexcept {
+  add_part(into.all, from.all, rule);
+  for (std::size_t p = 0; p < kPools; ++p) add_part(into.pool[p], from.pool[p], rule);
+}
+
+// Every field of `from` added to `into` (which keeps its `device`).
+inline void add_part(DeviceStats& into, const DeviceStats& from, PeakRule rule) noexcept {
+#define LUMA_STATS_ADD(name, ...) add_part(into.name, from.name, rule);
+  LUMA_POOL_METRICS(LUMA_STATS_ADD)
+#undef LUMA_STATS_ADD
+  into.free_blocks += from.free_blocks;
+#define LUMA_STATS_ADD(name) into.name += from.name;
+  LUMA_CALL_COUNTERS(LUMA_STATS_ADD)
+#undef LUMA_STATS_ADD
+}
+
+// Adds the statistics of another CUDA context of the same device, so that statistics are
+// reported per device, as PyTorch's are (PeakRule::parts_in_turn). Needs the same device;
+// `device` is kept.
+inline void accumulate_context(Counter& into, const Counter& from) noexcept {
+  add_part(into, from, PeakRule::parts_in_turn);
+}
 inline void accumulate_context(PoolCounter& into, const PoolCounter& from) noexcept {
-  accumulate_context(into.all, from.all);
-  for (std::size_t p = 0; p < kPools; ++p) accumulate_context(into.pool[p], from.pool[p]);
+  add_part(into, from, PeakRule::parts_in_turn);
 }
-
 inline void accumulate_context(DeviceStats& into, const DeviceStats& from) noexcept {
-  for (PoolCounter DeviceStats::*m :
-       {&DeviceStats::allocation, &DeviceStats::segment, &DeviceStats::active, &DeviceStats::inactive_split,
-        &DeviceStats::allocated_bytes, &DeviceStats::requested_bytes, &DeviceStats::reserved_bytes,
-        &DeviceStats::active_bytes, &DeviceStats::inactive_split_bytes})
-    accumulate_context(into.*m, from.*m);
-  for (std::uint64_t DeviceStats::*m :
-       {&DeviceStats::free_blocks, &DeviceStats::alloc_calls, &DeviceStats::free_calls,
-        &DeviceStats::num_device_alloc, &DeviceStats::num_device_free, &DeviceStats::num_alloc_retries,
-        &DeviceStats::num_ooms, &DeviceStats::num_device_errors, &DeviceStats::num_context_resets,
-        &DeviceStats::num_fence_waits, &DeviceStats::num_empty_cache, &DeviceStats::invalid_frees})
-    into.*m += from.*m;
+  add_part(into, from, PeakRule::parts_in_turn);
 }
 
 // The reference design's Stats, derived from DeviceStats.

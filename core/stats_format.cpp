@@ -13,25 +13,30 @@ namespace {
 // PyTorch's memory_summary is 75 columns between its borders.
 constexpr int kWidth = 75;
 
-struct Metric {
-  const char* json_name;  // memory_stats() key
-  const char* title;      // memory_summary() row
-  bool bytes;
-  PoolCounter DeviceStats::*field;
+// One metric's rows in memory_summary() and its keys in memory_stats().
+struct SummaryRow {
+  const char* json_name = nullptr;  // memory_stats() key
+  const char* title = nullptr;      // memory_summary() row
+  bool bytes = false;
+  PoolCounter DeviceStats::*field = nullptr;
 };
 
-// In memory_summary()'s order.
-constexpr std::array<Metric, 9> kMetrics{{
-    {"allocated_bytes", "Allocated memory", true, &DeviceStats::allocated_bytes},
-    {"active_bytes", "Active memory", true, &DeviceStats::active_bytes},
-    {"requested_bytes", "Requested memory", true, &DeviceStats::requested_bytes},
-    {"reserved_bytes", "GPU reserved memory", true, &DeviceStats::reserved_bytes},
-    {"inactive_split_bytes", "Non-releasable memory", true, &DeviceStats::inactive_split_bytes},
-    {"allocation", "Allocations", false, &DeviceStats::allocation},
-    {"active", "Active allocs", false, &DeviceStats::active},
-    {"segment", "GPU reserved segments", false, &DeviceStats::segment},
-    {"inactive_split", "Non-releasable allocs", false, &DeviceStats::inactive_split},
-}};
+// Every pool metric of stats.h (LUMA_POOL_METRICS), in memory_summary()'s order.
+constexpr std::array<SummaryRow, kPoolMetrics> kRows = [] {
+  constexpr bool bytes = true, count = false;
+  std::array<SummaryRow, kPoolMetrics> rows{};
+#define LUMA_STATS_ROW(name, unit, title, row) rows[row] = {#name, title, unit, &DeviceStats::name};
+  LUMA_POOL_METRICS(LUMA_STATS_ROW)
+#undef LUMA_STATS_ROW
+  return rows;
+}();
+static_assert(
+    [] {
+      for (const SummaryRow& r : kRows)
+        if (r.field == nullptr) return false;
+      return true;
+    }(),
+    "LUMA_POOL_METRICS: every summary_row from 0 to kPoolMetrics - 1 exactly once");
 
 std::uint64_t clamp0(std::int64_t v) { return v < 0 ? 0 : static_cast<std::uint64_t>(v); }
 
@@ -70,7 +75,7 @@ void rule(std::string& out, char c) {
 
 void centered(std::string& out, std::string_view text) { out += fmt::format("|{:^75}|\n", text); }
 
-void metric_block(std::string& out, const DeviceStats& s, const Metric& m) {
+void metric_block(std::string& out, const DeviceStats& s, const SummaryRow& m) {
   const PoolCounter& c = s.*m.field;
   const Counter& all = c.all;
   const std::array<std::uint64_t, 4> pref{clamp0(all.current), clamp0(all.peak), all.allocated, all.freed};
@@ -142,7 +147,7 @@ std::string format_stats_text(const std::vector<DeviceStats>& devices, const std
     out += fmt::format("| {:^21} | {:^10} | {:^10} | {:^10} | {:^10} |\n", "Metric", "Cur Usage", "Peak Usage",
                        "Tot Alloc", "Tot Freed");
     rule(out, '-');
-    for (const Metric& m : kMetrics) metric_block(out, s, m);
+    for (const SummaryRow& m : kRows) metric_block(out, s, m);
     counter_line(out, "Real driver allocations (cudaMalloc)", s.num_device_alloc);
     counter_line(out, "Real driver frees (cudaFree)", s.num_device_free);
     counter_line(out, "Allocation calls", s.alloc_calls);
@@ -187,7 +192,7 @@ std::string format_stats_json(const std::vector<DeviceStats>& devices, const std
     // PyTorch's memory_stats(): flat "<metric>.<pool>.<counter>" keys.
     out += "\"memory_stats\": {";
     static constexpr std::array<const char*, 3> pools{"all", "large_pool", "small_pool"};
-    for (const Metric& m : kMetrics) {
+    for (const SummaryRow& m : kRows) {
       const PoolCounter& c = s.*m.field;
       const std::array<const Counter*, 3> counters{&c.all, &c.pool[static_cast<std::size_t>(Pool::large)],
                                                    &c.pool[static_cast<std::size_t>(Pool::small)]};

@@ -1,4 +1,4 @@
-// context_table.h - one allocator (core::DeviceAllocator) per CUDA context (blocks belong to
+// context_table.h - one allocator (core::ContextAllocator) per CUDA context (blocks belong to
 // the context that allocated them), found without a lock on the hot path. Entries are
 // never freed (a context outliving luma's interest in it costs one small record; freeing
 // it could race with a free on another thread): each is published into a slot of a
@@ -15,7 +15,7 @@
 #include <memory>
 #include <mutex>
 
-#include "device_allocator.h"
+#include "context_allocator.h"
 #include "config.h"
 #include "driver_device.h"
 
@@ -37,7 +37,7 @@ struct ContextEntry {
   std::atomic<bool> retired{false};
   ContextEntry* next_made = nullptr;  // the entry made before this one (ContextTable::made)
   DriverDevice driver_device;
-  core::DeviceAllocator allocator;  // the cache, with the plan's replay in front of it
+  core::ContextAllocator allocator;  // the cache, with the plan's replay in front of it
 };
 
 class ContextTable {

@@ -135,15 +135,16 @@ bool DriverDevice::fence_done(core::Fence fence) noexcept {
   return true;
 }
 
-void DriverDevice::fence_wait(core::Fence fence) noexcept {
+bool DriverDevice::fence_wait(core::Fence fence) noexcept {
   FenceSlot* s = slot(fence);
-  if (s == nullptr) return;
+  if (s == nullptr) return true;
   for (CUevent e : s->events) {
     if (driver_.event_synchronize(e) != CUDA_SUCCESS) {
       synchronize();
-      return;
+      return true;
     }
   }
+  return true;
 }
 
 void DriverDevice::forget_events() noexcept {

@@ -41,7 +41,7 @@ class DriverDevice final : public core::Device {
     return core::FenceMode::per_free;
   }
   bool fence_done(core::Fence fence) noexcept override;
-  void fence_wait(core::Fence fence) noexcept override;
+  bool fence_wait(core::Fence fence) noexcept override;  // always waits (true)
   void fence_release(core::Fence fence) noexcept override;
 
   CUcontext context() const noexcept { return ctx_; }

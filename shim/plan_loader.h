@@ -1,6 +1,6 @@
 // plan_loader.h - LUMA_PLAN: the plan file read and checked once per process, when the
 // first context's allocator is built (cuInit has run, so the devices can be named), and
-// handed to every context's core::DeviceAllocator. A plan that cannot be read, has no
+// handed to every context's core::ContextAllocator. A plan that cannot be read, has no
 // fingerprint, or was made for another run (core::match_fingerprint: executable, arguments,
 // devices) is refused with one log line, and every device is served by the caching
 // allocator. docs/plan-replay.md says what is matched and why.

@@ -116,7 +116,7 @@ std::string format_output(const State& s, int signal) {
   std::vector<core::StatsExtra> extra = {
       core::StatsExtra::text("luma_version", LUMA_VERSION),
       core::StatsExtra::number("pid", static_cast<std::int64_t>(getpid())),
-      core::StatsExtra::text("free_sync", free_sync_name(s.settings.core.free_sync)),
+      core::StatsExtra::text("free_sync", core::free_sync_name(s.settings.core.free_sync)),
       core::StatsExtra::text("settings", s.settings_text),
   };
   // Statistics written because a signal ends the process say so.

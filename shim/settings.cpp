@@ -76,14 +76,6 @@ const char* log_level_name(LogLevel l) noexcept {
   return "?";
 }
 
-const char* free_sync_name(core::FreeSync f) noexcept {
-  switch (f) {
-    case core::FreeSync::event: return "event";
-    case core::FreeSync::none: return "none";
-    case core::FreeSync::device: return "device";
-  }
-  return "?";
-}
 
 namespace {
 

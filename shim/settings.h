@@ -50,6 +50,5 @@ LoadedSettings read_settings(const EnvLookup& getenv_fn);
 
 const char* stats_format_name(StatsFormat f) noexcept;
 const char* log_level_name(LogLevel l) noexcept;
-const char* free_sync_name(core::FreeSync f) noexcept;
 
 }  // namespace luma::shim

@@ -72,14 +72,14 @@ bool is_luma_trace(const std::string& path) {
 PlanInput read_input(const std::string& path) {
   PlanInput in;
   std::optional<std::string> bytes = read_unless_regular(path);
-  core::RecordedRun run;
+  core::PlanTraceInput run;
   if (bytes && core::trace::has_trace_magic(std::string_view(*bytes).substr(0, 16))) {
-    run = core::read_recorded_run_bytes(std::move(*bytes), path);
+    run = core::read_plan_trace_input_bytes(std::move(*bytes), path);
   } else if (bytes) {
     in.lifetimes = core::read_lifetimes_text(*bytes, path, core::builtin_readers());
     return in;
   } else if (is_luma_trace(path)) {
-    run = core::read_recorded_run(path);
+    run = core::read_plan_trace_input(path);
   } else {
     in.lifetimes = core::read_lifetimes_file(path, core::builtin_readers());
     return in;

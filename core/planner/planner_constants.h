@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "constants.h"
+
 namespace luma::core::planner {
 
 // The TLSF replay matches tinygrad's memory planner (and the reference tlsf.rs): the
@@ -23,7 +25,7 @@ inline constexpr std::size_t kReplayPrefetchDistance = 16;
 inline constexpr std::uint64_t kReplayMaxSize = std::uint64_t{1} << 60;
 
 // cudaMalloc returns 256-byte aligned pointers, so buffers read from an RMM log keep it.
-inline constexpr std::uint64_t kRmmAlignment = 256;
+inline constexpr std::uint64_t kRmmAlignment = kCudaMallocAlignment;
 
 // Default time limit of the improvement search (`luma plan --time-limit`). The exact search
 // is bounded by work units, not time (so its answer does not depend on the machine or its

@@ -1,6 +1,6 @@
 // tlsf.h - a Two-Level Segregated Fit allocator over offsets, for offline planning: it hands
 // out offsets inside an arena of a fixed size and owns no memory. Behaviour follows the
-// reference (../shared/reference/tlsf.rs) exactly - bucket indices, the search size, the
+// reference TLSF (its semantics: docs/planner.md) exactly - bucket indices, the search size, the
 // upward search, FIFO buckets, head split for alignment, remainder split, merging on free,
 // the three errors, peak_used - so a replay gives the reference's offsets. Unlike the
 // reference, removal from a bucket is O(1): buckets are intrusive doubly-linked FIFO lists

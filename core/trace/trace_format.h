@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "constants.h"
 #include "event.h"
 
 namespace luma::core::trace {
@@ -108,7 +109,10 @@ enum class EntryPoint : std::uint8_t {
   cuMemFreeAsync = 11,
   cuMemAllocPitch = 12,
   cuMemAllocManaged = 13,
-  empty_cache = 14,  // luma's own empty-cache call, or the out-of-memory path
+  empty_cache = 14,  // reserved for a call of luma's own empty_cache: no such call exists
+                     // in libluma.so today (out-of-memory releases carry the allocation's
+                     // entry point), so luma writes none; readers name it (the format and
+                     // the golden traces keep the value)
   internal = 15,     // the allocator on its own (fence completion, exit)
 };
 inline constexpr std::uint8_t kEntryPoints = 16;
@@ -129,6 +133,9 @@ inline constexpr unsigned kSlackBits = 13;   // requested encoded against size, 
 inline constexpr unsigned kTimeBits = 48;    // ns since clock base: 78 hours
 inline constexpr unsigned kAddressBits = 44; // address / 256: addresses below 2^52
 inline constexpr unsigned kSizeBits = 32;    // size / 256: sizes below 1 TiB
+// The unit of a narrow event's address and size is cudaMalloc's alignment (the format
+// shifts by 8: changing either would change the format).
+static_assert(kCudaMallocAlignment == std::size_t{1} << 8, "narrow events count in 256-byte units");
 inline constexpr std::uint64_t kIds = std::uint64_t{1} << kIdBits;
 static_assert(4 + kDeviceBits + kEntryBits + 2 * kIdBits + kSlackBits + kTimeBits +
                       kAddressBits + kSizeBits + 16 ==

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "device_allocator.h"
+#include "context_allocator.h"
 #include "host_device.h"
 #include "planner/periodic.h"
 
@@ -31,7 +31,7 @@ std::size_t step_size(int i) {
 }
 
 // One step on `a`; `grad` carries the gradient from the previous step.
-void step(DeviceAllocator& a, void*& grad) {
+void step(ContextAllocator& a, void*& grad) {
   void* fwd[kForward];
   for (int i = 0; i < kForward; ++i) {
     fwd[i] = a.allocate(step_size(i)).ptr;
@@ -42,7 +42,7 @@ void step(DeviceAllocator& a, void*& grad) {
   for (int i = kForward - 1; i >= 0; --i) a.free(fwd[i]);
 }
 
-void warmup(DeviceAllocator& a, std::vector<void*>& weights) {
+void warmup(ContextAllocator& a, std::vector<void*>& weights) {
   for (std::size_t w : {std::size_t{64} << 20, std::size_t{16} << 20, std::size_t{1} << 20})
     weights.push_back(a.allocate(w).ptr);
 }
@@ -76,7 +76,7 @@ PlanFile make_plan() {
   HostDevice dev(std::size_t{8} << 30);
   Recorder rec;
   {
-    DeviceAllocator a(dev, 0);
+    ContextAllocator a(dev, 0);
     a.set_event_sink(&rec);
     std::vector<void*> weights;
     warmup(a, weights);
@@ -112,7 +112,7 @@ void BM_Step(benchmark::State& state, bool replay) {
   dev.set_fences(true);
   dev.set_fence_mode(FenceMode::batched);
   dev.set_idle(true);  // streams idle: fences complete at once (free_sync:event, GPU caught up)
-  DeviceAllocator a(dev, 0, {}, replay ? &plan : nullptr);
+  ContextAllocator a(dev, 0, {}, replay ? &plan : nullptr);
   std::vector<void*> weights;
   warmup(a, weights);
   void* grad = nullptr;
@@ -130,7 +130,7 @@ BENCHMARK_CAPTURE(BM_Step, replay, true);
 
 // For instruction counts that do not depend on the machine's load:
 //   valgrind --tool=callgrind --toggle-collect='*run_steps*' bench_replay --steps caching 1000
-[[gnu::noinline]] void run_steps(DeviceAllocator& a, void*& grad, int n) {
+[[gnu::noinline]] void run_steps(ContextAllocator& a, void*& grad, int n) {
   for (int i = 0; i < n; ++i) step(a, grad);
 }
 
@@ -140,7 +140,7 @@ int steps_main(const std::string& mode, int n) {
   dev.set_fences(true);
   dev.set_fence_mode(FenceMode::batched);
   dev.set_idle(true);
-  DeviceAllocator a(dev, 0, {}, mode == "replay" ? &plan : nullptr);
+  ContextAllocator a(dev, 0, {}, mode == "replay" ? &plan : nullptr);
   std::vector<void*> weights;
   warmup(a, weights);
   void* grad = nullptr;

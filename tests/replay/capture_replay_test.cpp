@@ -37,7 +37,7 @@ SearchOptions quick() {
 
 // The plan `luma plan -o` would write for the trace at `path` (periodic or not).
 PlanFile plan_trace(const std::string& path, bool periodic) {
-  const RecordedRun run = read_recorded_run(path);
+  const PlanTraceInput run = read_plan_trace_input(path);
   PlanFile file;
   file.input = path;
   file.fingerprint = run.fingerprint;
@@ -121,11 +121,11 @@ TEST(CaptureReplay, TwoReplaysServeTheSameAddresses) {
   std::vector<std::vector<std::uint64_t>> runs;
   for (int run = 0; run < 2; ++run) {
     AddressLog log;
-    DeviceAllocator a(dev, 0, {}, &plan);
+    ContextAllocator a(dev, 0, {}, &plan);
     a.set_event_sink(&log);
     struct Memory final : testing::ProgramMemory {
-      DeviceAllocator& a;
-      explicit Memory(DeviceAllocator& x) : a(x) {}
+      ContextAllocator& a;
+      explicit Memory(ContextAllocator& x) : a(x) {}
       void* alloc(int, std::size_t n) override { return a.allocate(n).ptr; }
       void release(int, void* p) override { EXPECT_EQ(a.free(p), FreeStatus::ok); }
     } memory(a);
@@ -222,8 +222,8 @@ TEST(CaptureReplay, AReplayedRunCanBeTracedAndPlannedAgain) {
   const PlanFile plan = plan_trace(first, false);
   const std::string second = temp_file("second.trace");
   capture_sample(second, 1, 3, kCommand, &plan);
-  const RecordedRun a = read_recorded_run(first);
-  const RecordedRun b = read_recorded_run(second);
+  const PlanTraceInput a = read_plan_trace_input(first);
+  const PlanTraceInput b = read_plan_trace_input(second);
   ASSERT_EQ(a.lifetimes.size(), b.lifetimes.size());
   EXPECT_EQ(a.requested, b.requested);
   for (std::size_t k = 0; k < a.lifetimes.size(); ++k) EXPECT_EQ(a.lifetimes[k].size, b.lifetimes[k].size);

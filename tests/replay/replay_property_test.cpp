@@ -1,6 +1,6 @@
 // replay_property_test.cpp - random programs against their plans. For each seed: random
 // sizes and lifetimes (in allocation order), planned by a real strategy, then replayed
-// through DeviceAllocator with the frees that fall due before each allocation issued in a
+// through ContextAllocator with the frees that fall due before each allocation issued in a
 // random order, fences completed at random, and (in the "late" variant) some frees held back
 // past their planned time. Properties: a program that follows its plan is served entirely
 // from it with one reservation; nothing handed out ever overlaps a live block (checked by an
@@ -14,7 +14,7 @@
 #include <set>
 #include <vector>
 
-#include "device_allocator.h"
+#include "context_allocator.h"
 #include "host_device.h"
 #include "replay_test_util.h"
 
@@ -51,7 +51,7 @@ struct Pending {
 };
 
 // Runs `prog` on `a`; late_percent of the frees are held back by a few allocations.
-void run(const Program& prog, DeviceAllocator& a, HostDevice& dev, std::mt19937_64& rng, int late_percent,
+void run(const Program& prog, ContextAllocator& a, HostDevice& dev, std::mt19937_64& rng, int late_percent,
          bool expect_all_served) {
   const std::size_t n = prog.requested.size();
   std::vector<void*> ptr(n, nullptr);
@@ -126,7 +126,7 @@ TEST_P(ReplayProperty, AProgramThatFollowsItsPlanIsServedFromItWithoutOverlap) {
   HostDevice dev;
   dev.set_fences(true);
   dev.set_fence_mode(GetParam() % 3 == 0 ? FenceMode::batched : FenceMode::per_free);
-  DeviceAllocator a(dev, 0, {}, &plan);
+  ContextAllocator a(dev, 0, {}, &plan);
   run(prog, a, dev, rng, 0, true);
   EXPECT_EQ(dev.contract_violations(), 0u);
 }
@@ -139,7 +139,7 @@ TEST_P(ReplayProperty, LateFreesDivergeButNeverOverlap) {
   HostDevice dev;
   dev.set_fences(true);
   dev.set_fence_mode(FenceMode::per_free);
-  DeviceAllocator a(dev, 0, {}, &plan);
+  ContextAllocator a(dev, 0, {}, &plan);
   run(prog, a, dev, rng, 25, false);
   EXPECT_EQ(dev.contract_violations(), 0u);
 }

@@ -3,7 +3,7 @@
 // (an activation for the step, a temporary freed at once, a gradient kept into the next
 // step), computing with the data it writes into its buffers. Its result depends only on
 // that data, never on addresses, so a replay that overlapped two live blocks would change
-// it. Also: capture (run it on DeviceAllocators over host memory with a trace writer), the
+// it. Also: capture (run it on ContextAllocators over host memory with a trace writer), the
 // recorded header, and a trace file of a run.
 #pragma once
 
@@ -16,15 +16,15 @@
 #include <string>
 #include <vector>
 
-#include "device_allocator.h"
+#include "context_allocator.h"
 #include "host_device.h"
 #include "trace/trace_header.h"
-#include "trace/trace_sink.h"
+#include "trace_sink.h"
 #include "trace/trace_writer.h"
 
 namespace luma::core::testing {
 
-// What the program allocates through (a DeviceAllocator per device, in the tests).
+// What the program allocates through (a ContextAllocator per device, in the tests).
 class ProgramMemory {
  public:
   virtual ~ProgramMemory() = default;
@@ -85,7 +85,7 @@ inline std::vector<std::uint64_t> run_sample_program(ProgramMemory& m, int devic
   return result;
 }
 
-// DeviceAllocators over host memory, one per device, optionally on a plan and traced.
+// ContextAllocators over host memory, one per device, optionally on a plan and traced.
 class HostMemory final : public ProgramMemory {
  public:
   HostMemory(int devices, const PlanFile* plan, EventSink* sink = nullptr, bool fences = false) {
@@ -95,7 +95,7 @@ class HostMemory final : public ProgramMemory {
         dev->set_fences(true);
         dev->set_fence_mode(FenceMode::per_free);
       }
-      allocators_.push_back(std::make_unique<DeviceAllocator>(*dev, d, AllocatorOptions{}, plan));
+      allocators_.push_back(std::make_unique<ContextAllocator>(*dev, d, AllocatorOptions{}, plan));
       if (sink != nullptr) allocators_.back()->set_event_sink(sink);
       devices_.push_back(std::move(dev));
     }
@@ -108,12 +108,12 @@ class HostMemory final : public ProgramMemory {
   void release(int device, void* p) override {
     EXPECT_EQ(allocators_[static_cast<std::size_t>(device)]->free(p), FreeStatus::ok);
   }
-  DeviceAllocator& allocator(int d) { return *allocators_[static_cast<std::size_t>(d)]; }
+  ContextAllocator& allocator(int d) { return *allocators_[static_cast<std::size_t>(d)]; }
   HostDevice& device(int d) { return *devices_[static_cast<std::size_t>(d)]; }
 
  private:
   std::vector<std::unique_ptr<HostDevice>> devices_;
-  std::vector<std::unique_ptr<DeviceAllocator>> allocators_;
+  std::vector<std::unique_ptr<ContextAllocator>> allocators_;
 };
 
 // The header a capture of the sample program records.

@@ -8,7 +8,7 @@
 
 #include "caching_allocator.h"
 #include "host_device.h"
-#include "trace/trace_sink.h"
+#include "trace_sink.h"
 #include "trace/trace_writer.h"
 
 using namespace luma::core;

@@ -1,5 +1,5 @@
-// device_allocator.cpp - see device_allocator.h.
-#include "device_allocator.h"
+// context_allocator.cpp - see context_allocator.h.
+#include "context_allocator.h"
 
 #include "allocator_lock.h"
 
@@ -8,7 +8,7 @@ namespace luma::core {
 // Forwards every call to the real device under one lock: with a plan, two allocators (the
 // replay and the cache) share one device whose implementation keeps its pools without a
 // lock of its own (core/device.h: called with the allocator's per-device lock held).
-class DeviceAllocator::SerializedDevice final : public Device {
+class ContextAllocator::SerializedDevice final : public Device {
  public:
   explicit SerializedDevice(Device& inner) : inner_(inner), mode_(inner.fence_mode()) {}
 
@@ -29,9 +29,9 @@ class DeviceAllocator::SerializedDevice final : public Device {
     std::lock_guard<std::mutex> lock(mu_);
     return inner_.fence_done(f);
   }
-  void fence_wait(Fence f) noexcept override {
+  bool fence_wait(Fence f) noexcept override {
     std::lock_guard<std::mutex> lock(mu_);
-    inner_.fence_wait(f);
+    return inner_.fence_wait(f);
   }
   void fence_release(Fence f) noexcept override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -44,23 +44,7 @@ class DeviceAllocator::SerializedDevice final : public Device {
   std::mutex mu_;
 };
 
-namespace {
-
-void add_counter(Counter& to, const Counter& from) noexcept {
-  to.current += from.current;
-  to.peak += from.peak;
-  to.allocated += from.allocated;
-  to.freed += from.freed;
-}
-
-void add_pool_counter(PoolCounter& to, const PoolCounter& from) noexcept {
-  add_counter(to.all, from.all);
-  for (std::size_t p = 0; p < kPools; ++p) add_counter(to.pool[p], from.pool[p]);
-}
-
-}  // namespace
-
-DeviceAllocator::DeviceAllocator(Device& device, int device_index, const AllocatorOptions& options,
+ContextAllocator::ContextAllocator(Device& device, int device_index, const AllocatorOptions& options,
                                  const PlanFile* plan)
     : device_index_(device_index),
       serialized_(plan != nullptr ? std::make_unique<SerializedDevice>(device) : nullptr),
@@ -73,14 +57,23 @@ DeviceAllocator::DeviceAllocator(Device& device, int device_index, const Allocat
   following_.store(true, std::memory_order_release);
 }
 
-DeviceAllocator::~DeviceAllocator() = default;
+ContextAllocator::~ContextAllocator() = default;
 
-bool DeviceAllocator::in_arena(const void* ptr) const noexcept {
+void ContextAllocator::release_unused_arena() noexcept {
+  if (replay_->following() || replay_->has_live_blocks()) return;
+  replay_->empty_cache();  // waits for the arena's pending frees first
+  if (!replay_->replay_stats().arena_held) {
+    arena_begin_.store(0, std::memory_order_release);
+    arena_end_.store(0, std::memory_order_release);
+  }
+}
+
+bool ContextAllocator::in_arena(const void* ptr) const noexcept {
   const auto a = reinterpret_cast<std::uintptr_t>(ptr);
   return a >= arena_begin_.load(std::memory_order_acquire) && a < arena_end_.load(std::memory_order_acquire);
 }
 
-AllocResult DeviceAllocator::allocate(std::size_t bytes) noexcept {
+AllocResult ContextAllocator::allocate(std::size_t bytes) noexcept {
   if (bytes == 0) return {nullptr, AllocStatus::invalid_size};
   if (following_.load(std::memory_order_acquire)) {
     Divergence diverged;
@@ -102,6 +95,7 @@ AllocResult DeviceAllocator::allocate(std::size_t bytes) noexcept {
         following_.store(false, std::memory_order_release);
         diverged = replay_->divergence();
         report = true;
+        release_unused_arena();
       }
     }
     if (report && divergence_sink_ != nullptr) divergence_sink_->on_divergence(device_index_, diverged);
@@ -109,16 +103,17 @@ AllocResult DeviceAllocator::allocate(std::size_t bytes) noexcept {
   return cache_.allocate(bytes);
 }
 
-FreeStatus DeviceAllocator::free(void* ptr) noexcept {
+FreeStatus ContextAllocator::free(void* ptr) noexcept {
   if (replay_ != nullptr && in_arena(ptr)) {
     std::lock_guard<std::mutex> lock(replay_mu_);
     const FreeStatus s = replay_->free(ptr);
+    if (s == FreeStatus::ok) release_unused_arena();
     if (s != FreeStatus::not_owned) return s;
   }
   return cache_.free(ptr);
 }
 
-std::size_t DeviceAllocator::empty_cache() noexcept {
+std::size_t ContextAllocator::empty_cache() noexcept {
   std::size_t released = 0;
   if (replay_ != nullptr) {
     std::lock_guard<std::mutex> lock(replay_mu_);
@@ -131,7 +126,7 @@ std::size_t DeviceAllocator::empty_cache() noexcept {
   return released + cache_.empty_cache();
 }
 
-void DeviceAllocator::release_all() noexcept {
+void ContextAllocator::release_all() noexcept {
   if (replay_ != nullptr) {
     std::lock_guard<std::mutex> lock(replay_mu_);
     replay_->release_all();
@@ -144,7 +139,7 @@ void DeviceAllocator::release_all() noexcept {
   cache_.release_all();
 }
 
-void DeviceAllocator::drop_device_memory() noexcept {
+void ContextAllocator::drop_device_memory() noexcept {
   if (replay_ != nullptr) {
     std::lock_guard<std::mutex> lock(replay_mu_);
     replay_->drop_device_memory();
@@ -155,7 +150,7 @@ void DeviceAllocator::drop_device_memory() noexcept {
   cache_.drop_device_memory();
 }
 
-bool DeviceAllocator::owns(const void* ptr, std::size_t* size) const noexcept {
+bool ContextAllocator::owns(const void* ptr, std::size_t* size) const noexcept {
   if (replay_ != nullptr && in_arena(ptr)) {
     std::lock_guard<std::mutex> lock(replay_mu_);
     return replay_->owns(ptr, size);
@@ -163,7 +158,7 @@ bool DeviceAllocator::owns(const void* ptr, std::size_t* size) const noexcept {
   return cache_.owns(ptr, size);
 }
 
-bool DeviceAllocator::segment_of(const void* ptr, SegmentRange* out) const noexcept {
+bool ContextAllocator::segment_of(const void* ptr, SegmentRange* out) const noexcept {
   if (replay_ != nullptr && in_arena(ptr)) {
     std::lock_guard<std::mutex> lock(replay_mu_);
     if (replay_->segment_of(ptr, out)) return true;
@@ -171,7 +166,7 @@ bool DeviceAllocator::segment_of(const void* ptr, SegmentRange* out) const noexc
   return cache_.segment_of(ptr, out);
 }
 
-bool DeviceAllocator::block_of(const void* addr, SegmentRange* out) const noexcept {
+bool ContextAllocator::block_of(const void* addr, SegmentRange* out) const noexcept {
   if (replay_ != nullptr && in_arena(addr)) {
     std::lock_guard<std::mutex> lock(replay_mu_);
     return replay_->block_of(addr, out);
@@ -179,13 +174,13 @@ bool DeviceAllocator::block_of(const void* addr, SegmentRange* out) const noexce
   return cache_.block_of(addr, out);
 }
 
-DeviceStats DeviceAllocator::stats() const noexcept {
+DeviceStats ContextAllocator::stats() const noexcept {
   DeviceStats s;
   try_stats(&s, std::chrono::steady_clock::time_point::max());  // waits: cannot fail
   return s;
 }
 
-bool DeviceAllocator::try_stats(DeviceStats* out, std::chrono::steady_clock::time_point deadline) const noexcept {
+bool ContextAllocator::try_stats(DeviceStats* out, std::chrono::steady_clock::time_point deadline) const noexcept {
   DeviceStats s;
   if (!cache_.try_stats(&s, deadline)) return false;
   if (replay_ == nullptr) {
@@ -198,27 +193,14 @@ bool DeviceAllocator::try_stats(DeviceStats* out, std::chrono::steady_clock::tim
     std::lock_guard<std::mutex> lock(replay_mu_, std::adopt_lock);
     r = replay_->stats();
   }
-  for (PoolCounter DeviceStats::*m :
-       {&DeviceStats::allocation, &DeviceStats::segment, &DeviceStats::active, &DeviceStats::inactive_split,
-        &DeviceStats::allocated_bytes, &DeviceStats::requested_bytes, &DeviceStats::reserved_bytes,
-        &DeviceStats::active_bytes, &DeviceStats::inactive_split_bytes})
-    add_pool_counter(s.*m, r.*m);
-  s.free_blocks += r.free_blocks;
-  s.alloc_calls += r.alloc_calls;
-  s.free_calls += r.free_calls;
-  s.num_device_alloc += r.num_device_alloc;
-  s.num_device_free += r.num_device_free;
-  s.num_alloc_retries += r.num_alloc_retries;
-  s.num_ooms += r.num_ooms;
-  s.num_device_errors += r.num_device_errors;
-  s.num_fence_waits += r.num_fence_waits;
-  s.num_empty_cache += r.num_empty_cache;
-  s.invalid_frees += r.invalid_frees;  // num_context_resets: the cache counts each once
+  // The arena and the cache serve at the same time (stats.h, PeakRule). The replay never
+  // counts a context reset: the cache counts each once.
+  add_part(s, r, PeakRule::parts_at_once);
   *out = s;
   return true;
 }
 
-std::size_t DeviceAllocator::cached_bytes() const noexcept {
+std::size_t ContextAllocator::cached_bytes() const noexcept {
   std::size_t n = cache_.cached_bytes();
   if (replay_ != nullptr) {
     std::lock_guard<std::mutex> lock(replay_mu_);
@@ -227,7 +209,7 @@ std::size_t DeviceAllocator::cached_bytes() const noexcept {
   return n;
 }
 
-void DeviceAllocator::set_event_sink(EventSink* sink) noexcept {
+void ContextAllocator::set_event_sink(EventSink* sink) noexcept {
   if (replay_ != nullptr) {
     std::lock_guard<std::mutex> lock(replay_mu_);
     replay_->set_event_sink(sink);
@@ -235,7 +217,7 @@ void DeviceAllocator::set_event_sink(EventSink* sink) noexcept {
   cache_.set_event_sink(sink);
 }
 
-std::vector<std::string> DeviceAllocator::check() const {
+std::vector<std::string> ContextAllocator::check() const {
   std::vector<std::string> v = cache_.check();
   if (replay_ != nullptr) {
     std::lock_guard<std::mutex> lock(replay_mu_);
@@ -247,13 +229,13 @@ std::vector<std::string> DeviceAllocator::check() const {
   return v;
 }
 
-ReplayStats DeviceAllocator::replay_stats() const noexcept {
+ReplayStats ContextAllocator::replay_stats() const noexcept {
   ReplayStats r;
   try_replay_stats(&r, std::chrono::steady_clock::time_point::max());  // waits: cannot fail
   return r;
 }
 
-bool DeviceAllocator::try_replay_stats(ReplayStats* out, std::chrono::steady_clock::time_point deadline) const noexcept {
+bool ContextAllocator::try_replay_stats(ReplayStats* out, std::chrono::steady_clock::time_point deadline) const noexcept {
   ReplayStats r;
   r.device = device_index_;
   if (replay_ != nullptr) {

@@ -1,5 +1,5 @@
-// device_allocator_test.cpp - the per-device composition the shim holds (core/
-// device_allocator.h): without a plan it is the caching allocator; with one it serves the
+// context_allocator_test.cpp - the per-device composition the shim holds (core/
+// context_allocator.h): without a plan it is the caching allocator; with one it serves the
 // plan, falls back to the cache at the first divergence (reported once, data intact, both
 // allocators' check() clean), routes frees by address, merges statistics, and stays
 // consistent under threads.
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "device_allocator.h"
+#include "context_allocator.h"
 #include "host_device.h"
 #include "replay_test_util.h"
 
@@ -38,9 +38,9 @@ PlanFile ten_in_turn() {
   return plan_of(manual_plan(placed));
 }
 
-TEST(DeviceAllocator, WithoutAPlanItIsTheCachingAllocator) {
+TEST(ContextAllocator, WithoutAPlanItIsTheCachingAllocator) {
   HostDevice dev;
-  DeviceAllocator a(dev, 0);
+  ContextAllocator a(dev, 0);
   EXPECT_FALSE(a.has_plan());
   EXPECT_FALSE(a.following_plan());
   const AllocResult r = a.allocate(1000);
@@ -55,10 +55,10 @@ TEST(DeviceAllocator, WithoutAPlanItIsTheCachingAllocator) {
   LUMA_REPLAY_CLEAN(a);
 }
 
-TEST(DeviceAllocator, FollowingThePlanMakesOneRealAllocation) {
+TEST(ContextAllocator, FollowingThePlanMakesOneRealAllocation) {
   HostDevice dev;
   const PlanFile plan = ten_in_turn();
-  DeviceAllocator a(dev, 0, {}, &plan);
+  ContextAllocator a(dev, 0, {}, &plan);
   EXPECT_TRUE(a.following_plan());
   void* first = nullptr;
   for (int i = 0; i < 10; ++i) {
@@ -81,11 +81,11 @@ TEST(DeviceAllocator, FollowingThePlanMakesOneRealAllocation) {
   EXPECT_TRUE(r.followed());
 }
 
-TEST(DeviceAllocator, ALostContextTakesTheArenaAndTheCacheAlong) {
+TEST(ContextAllocator, ALostContextTakesTheArenaAndTheCacheAlong) {
   HostDevice dev;
   dev.set_fences(true);
   const PlanFile plan = ten_in_turn();
-  DeviceAllocator a(dev, 0, {}, &plan);
+  ContextAllocator a(dev, 0, {}, &plan);
   RecordingDivergences divergences;
   a.set_divergence_sink(&divergences);
   void* held = a.allocate(4000).ptr;  // planned, live
@@ -116,11 +116,11 @@ TEST(DeviceAllocator, ALostContextTakesTheArenaAndTheCacheAlong) {
   LUMA_REPLAY_CLEAN(a);
 }
 
-TEST(DeviceAllocator, ADivergenceInTheMiddleFallsBackWithDataIntact) {
+TEST(ContextAllocator, ADivergenceInTheMiddleFallsBackWithDataIntact) {
   HostDevice dev;
   // Three long-lived blocks, then the program asks for something the plan does not have.
   const PlanFile plan = plan_of(manual_plan({{1024, 1024, 0}, {2048, 2048, 1024}, {512, 512, 3072}, {256, 256, 3584}}));
-  DeviceAllocator a(dev, 0, {}, &plan);
+  ContextAllocator a(dev, 0, {}, &plan);
   RecordingDivergences divergences;
   a.set_divergence_sink(&divergences);
   LiveRanges live;
@@ -178,7 +178,7 @@ TEST(DeviceAllocator, ADivergenceInTheMiddleFallsBackWithDataIntact) {
   LUMA_REPLAY_CLEAN(a);
 }
 
-// Each kind of divergence, at the DeviceAllocator: the blocks placed before it keep their
+// Each kind of divergence, at the ContextAllocator: the blocks placed before it keep their
 // data, the cache serves the rest, both allocators' check() stay clean, and the divergence
 // is reported once with its kind and sequence number.
 struct DivergenceCase {
@@ -187,9 +187,9 @@ struct DivergenceCase {
   std::uint64_t sequence;
 };
 
-class DeviceAllocatorDivergence : public ::testing::TestWithParam<DivergenceCase> {};
+class ContextAllocatorDivergence : public ::testing::TestWithParam<DivergenceCase> {};
 
-TEST_P(DeviceAllocatorDivergence, FallsBackCleanlyWithDataIntact) {
+TEST_P(ContextAllocatorDivergence, FallsBackCleanlyWithDataIntact) {
   const DivergenceCase& c = GetParam();
   // 0 and 1 live together; 0 is freed before 2, which takes its bytes; 3 follows.
   PlanFile plan = plan_of(manual_plan({{1000, 1024, 0}, {2000, 2048, 1024}, {1024, 1024, 0}, {512, 512, 3072}}));
@@ -201,7 +201,7 @@ TEST_P(DeviceAllocatorDivergence, FallsBackCleanlyWithDataIntact) {
   dev.set_fences(true);
   dev.set_fence_mode(FenceMode::per_free);
   if (c.reason == DivergenceReason::arena_unavailable) dev.fail_next_reserves(1);
-  DeviceAllocator a(dev, 0, options, &plan);
+  ContextAllocator a(dev, 0, options, &plan);
   RecordingDivergences divergences;
   a.set_divergence_sink(&divergences);
   LiveRanges live;
@@ -247,7 +247,7 @@ TEST_P(DeviceAllocatorDivergence, FallsBackCleanlyWithDataIntact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Kinds, DeviceAllocatorDivergence,
+    Kinds, ContextAllocatorDivergence,
     ::testing::Values(DivergenceCase{"size_mismatch", DivergenceReason::size_mismatch, 1},
                       DivergenceCase{"beyond_plan", DivergenceReason::beyond_plan, 4},
                       DivergenceCase{"live_conflict", DivergenceReason::live_conflict, 2},
@@ -255,10 +255,10 @@ INSTANTIATE_TEST_SUITE_P(
                       DivergenceCase{"incompatible_plan", DivergenceReason::incompatible_plan, 0}),
     [](const ::testing::TestParamInfo<DivergenceCase>& i) { return std::string(i.param.name); });
 
-TEST(DeviceAllocator, ADeviceThePlanDoesNotListDivergesAtItsFirstAllocation) {
+TEST(ContextAllocator, ADeviceThePlanDoesNotListDivergesAtItsFirstAllocation) {
   HostDevice dev;
   const PlanFile plan = ten_in_turn();  // device 0 only
-  DeviceAllocator a(dev, 1, {}, &plan);
+  ContextAllocator a(dev, 1, {}, &plan);
   RecordingDivergences divergences;
   a.set_divergence_sink(&divergences);
   ASSERT_EQ(a.allocate(4000).status, AllocStatus::ok);
@@ -268,10 +268,10 @@ TEST(DeviceAllocator, ADeviceThePlanDoesNotListDivergesAtItsFirstAllocation) {
   EXPECT_EQ(divergences.seen[0].planned_allocations, 0u);
 }
 
-TEST(DeviceAllocator, MergedStatisticsAndEventsCoverTheArenaAndTheCache) {
+TEST(ContextAllocator, MergedStatisticsAndEventsCoverTheArenaAndTheCache) {
   HostDevice dev;
   const PlanFile plan = ten_in_turn();
-  DeviceAllocator a(dev, 0, {}, &plan);
+  ContextAllocator a(dev, 0, {}, &plan);
   RecordingSink sink;
   a.set_event_sink(&sink);
   void* p = a.allocate(4000).ptr;
@@ -304,10 +304,10 @@ TEST(DeviceAllocator, MergedStatisticsAndEventsCoverTheArenaAndTheCache) {
   LUMA_REPLAY_CLEAN(a);
 }
 
-TEST(DeviceAllocator, ReleaseAllGivesTheArenaBack) {
+TEST(ContextAllocator, ReleaseAllGivesTheArenaBack) {
   HostDevice dev;
   const PlanFile plan = ten_in_turn();
-  DeviceAllocator a(dev, 0, {}, &plan);
+  ContextAllocator a(dev, 0, {}, &plan);
   ASSERT_NE(a.allocate(4000).ptr, nullptr);
   a.release_all();
   EXPECT_EQ(dev.segments(), 0u);
@@ -315,11 +315,55 @@ TEST(DeviceAllocator, ReleaseAllGivesTheArenaBack) {
   LUMA_REPLAY_CLEAN(a);
 }
 
+// After a divergence the arena serves nothing new; the program's frees (there is no other
+// caller of empty_cache in libluma.so) give it back once no block in it is live, its
+// pending frees waited for first.
+TEST(ContextAllocator, AfterADivergenceTheArenaGoesBackWithItsLastLiveBlock) {
+  HostDevice dev;
+  dev.set_fences(true);
+  dev.set_fence_mode(FenceMode::per_free);
+  const PlanFile plan = ten_in_turn();
+  ContextAllocator a(dev, 0, {}, &plan);
+  void* p = a.allocate(4000).ptr;  // planned: the arena
+  ASSERT_NE(p, nullptr);
+  void* q = a.allocate(5000).ptr;  // allocation 1 asks for other bytes: diverged, cache
+  ASSERT_NE(q, nullptr);
+  ASSERT_FALSE(a.following_plan());
+  EXPECT_TRUE(a.replay_stats().arena_held);  // p still lives in it
+  EXPECT_EQ(dev.segments(), 2u);
+  ASSERT_EQ(a.free(p), FreeStatus::ok);
+  EXPECT_FALSE(a.replay_stats().arena_held);
+  EXPECT_EQ(dev.segments(), 1u);  // the cache's
+  EXPECT_EQ(dev.fences_waited(), std::vector<Fence>{1});  // p's free, before the release
+  EXPECT_EQ(dev.fences_released(), dev.fences_recorded());
+  EXPECT_EQ(a.stats().num_device_free, 1u);
+  EXPECT_EQ(a.stats().segment.all.current, 1);
+  EXPECT_EQ(dev.contract_violations(), 0u);
+  LUMA_REPLAY_CLEAN(a);
+  ASSERT_EQ(a.free(q), FreeStatus::ok);
+  LUMA_REPLAY_CLEAN(a);
+}
+
+TEST(ContextAllocator, ADivergenceWithNothingLiveInTheArenaReleasesItAtOnce) {
+  HostDevice dev;
+  const PlanFile plan = ten_in_turn();
+  ContextAllocator a(dev, 0, {}, &plan);
+  void* p = a.allocate(4000).ptr;
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(a.free(p), FreeStatus::ok);
+  EXPECT_TRUE(a.replay_stats().arena_held);  // still following: the plan reuses it
+  ASSERT_NE(a.allocate(5000).ptr, nullptr);  // diverged
+  EXPECT_FALSE(a.replay_stats().arena_held);
+  EXPECT_EQ(dev.segments(), 1u);
+  EXPECT_EQ(a.stats().num_device_free, 1u);
+  LUMA_REPLAY_CLEAN(a);
+}
+
 // Threads allocate and free concurrently: the plan is followed in whatever order the lock
 // gives until the order breaks it, and then the cache takes over. Whatever happens, no two
 // live blocks overlap, tags survive, and both allocators stay consistent. (TSan: a race
 // between the replay, the cache and the shared device would show here.)
-TEST(DeviceAllocator, ThreadsNeverSeeOverlapsOrCorruptState) {
+TEST(ContextAllocator, ThreadsNeverSeeOverlapsOrCorruptState) {
   HostDevice dev;
   dev.set_fences(true);
   dev.set_fence_mode(FenceMode::per_free);
@@ -329,7 +373,7 @@ TEST(DeviceAllocator, ThreadsNeverSeeOverlapsOrCorruptState) {
   for (int round = 0; round < 50; ++round)
     for (int s = 0; s < 8; ++s) placed.push_back({1024, 1024, static_cast<std::uint64_t>(s) * 1024});
   const PlanFile plan = plan_of(manual_plan(placed));
-  DeviceAllocator a(dev, 0, {}, &plan);
+  ContextAllocator a(dev, 0, {}, &plan);
   std::atomic<bool> failed{false};
   auto worker = [&](int id) {
     for (int i = 0; i < 400; ++i) {
@@ -357,14 +401,14 @@ TEST(DeviceAllocator, ThreadsNeverSeeOverlapsOrCorruptState) {
 
 // Threads that all follow the plan: every allocation asks for the same bytes and the plan
 // gives each its own bytes, so any interleaving follows it. Replay alone, under contention.
-TEST(DeviceAllocator, ThreadsFollowingThePlanTogetherAreAllServedFromIt) {
+TEST(ContextAllocator, ThreadsFollowingThePlanTogetherAreAllServedFromIt) {
   HostDevice dev;
   dev.set_fences(true);
   dev.set_fence_mode(FenceMode::batched);
   std::vector<testing::Placed> placed;
   for (int k = 0; k < 1600; ++k) placed.push_back({1000, 1024, static_cast<std::uint64_t>(k) * 1024});
   const PlanFile plan = plan_of(manual_plan(placed));
-  DeviceAllocator a(dev, 0, {}, &plan);
+  ContextAllocator a(dev, 0, {}, &plan);
   std::atomic<bool> failed{false};
   auto worker = [&](int id) {
     std::vector<void*> mine;

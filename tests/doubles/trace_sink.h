@@ -1,7 +1,8 @@
-// trace_sink.h - the seam between the allocator and the trace writer: an EventSink that
-// asks an EventContextSource (implemented by the shim: thread id, stream, entry point,
-// clock, call-site stack of the call being served) for what the allocator does not know,
-// and hands the event to the TraceWriter. Adds no locking and no allocation of its own.
+// trace_sink.h - for tests: an EventSink that writes every allocator event to a
+// TraceWriter, asking an EventContextSource (the test's: thread id, stream, entry point,
+// clock, call-site stack) for what the allocator does not know. The shim's own seam is
+// shim/trace_event_sink.h; this one lets core-only tests record traces without the shim.
+// Adds no locking and no allocation of its own.
 #pragma once
 
 #include <cstdint>

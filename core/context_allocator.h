@@ -1,10 +1,12 @@
-// device_allocator.h - what serves one device (one CUDA context): the caching allocator,
-// and, when the process runs on a plan (LUMA_PLAN), the plan's replay in front of it.
+// context_allocator.h - what serves one CUDA context (a device may have several: a reset, a
+// program's own cuCtxCreate): the caching allocator, and, when the process runs on a plan
+// (LUMA_PLAN), the plan's replay in front of it.
 // Same interface and meaning as CachingAllocator, so the shim holds one of these instead.
 //
 // Routing: allocations go to the replay while the device follows its plan, and to the
 // caching allocator from the first divergence on (a DivergenceSink hears of it once, with
-// no lock held). Frees, owns, block_of and segment_of go by address: the arena's to the
+// no lock held). The arena is released once a divergence has happened and no block in it
+// is live (release_unused_arena). Frees, owns, block_of and segment_of go by address: the arena's to the
 // replay (its blocks stay valid after a divergence), everything else to the cache. Without
 // a plan it is the caching allocator plus one predictable branch.
 //
@@ -34,22 +36,22 @@
 
 namespace luma::core {
 
-class DeviceAllocator {
+class ContextAllocator {
  public:
   // `plan`: the accepted plan of the process (nullptr: no replay). A device the plan does
   // not list is replayed from an empty plan, so its first allocation diverges (and is
   // counted) like any other unplanned allocation. `device` must outlive the allocator;
   // `plan` need not.
-  DeviceAllocator(Device& device, int device_index, const AllocatorOptions& options = {},
+  ContextAllocator(Device& device, int device_index, const AllocatorOptions& options = {},
                   const PlanFile* plan = nullptr);
-  ~DeviceAllocator();
-  DeviceAllocator(const DeviceAllocator&) = delete;
-  DeviceAllocator& operator=(const DeviceAllocator&) = delete;
+  ~ContextAllocator();
+  ContextAllocator(const ContextAllocator&) = delete;
+  ContextAllocator& operator=(const ContextAllocator&) = delete;
 
   AllocResult allocate(std::size_t bytes) noexcept;
   FreeStatus free(void* ptr) noexcept;
   // The cache's empty_cache, plus: pending planned frees completed and, after a
-  // divergence, the arena released once nothing in it is live.
+  // divergence, the arena released if nothing in it is live (free does that already).
   std::size_t empty_cache() noexcept;
   void release_all() noexcept;
   // The context is gone: both the arena and the cache forget their memory without a device
@@ -60,9 +62,9 @@ class DeviceAllocator {
   bool segment_of(const void* ptr, SegmentRange* out) const noexcept;
   bool block_of(const void* addr, SegmentRange* out) const noexcept;
 
-  // The device's statistics: the cache's plus the arena's (one large-pool segment). Peaks
-  // are the sum of both parts' peaks: exact while the device follows its plan (the cache
-  // is idle), an upper bound after a divergence.
+  // The context's statistics: the cache's plus the arena's (one large-pool segment). Peaks
+  // follow PeakRule::parts_at_once (stats.h): exact while the device follows its plan (the
+  // cache is idle), an upper bound after a divergence.
   DeviceStats stats() const noexcept;
   // stats() / replay_stats() if every lock they need can be taken by `deadline` (see
   // lock_until, allocator_lock.h); false, and *out unchanged, if not.
@@ -91,6 +93,10 @@ class DeviceAllocator {
   class SerializedDevice;
 
   bool in_arena(const void* ptr) const noexcept;
+  // After a divergence the arena serves nothing new: once no block in it is live (at the
+  // free of its last block, or at the divergence itself) it goes back to the device, its
+  // pending frees waited for first (as cudaFree would synchronize). replay_mu_ held.
+  void release_unused_arena() noexcept;
 
   const int device_index_;
   std::unique_ptr<SerializedDevice> serialized_;  // only with a plan; before cache_

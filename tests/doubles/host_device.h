@@ -1,9 +1,11 @@
-// host_device.h - a core::Device over aligned host memory, for tests and demos: a
-// configurable capacity, injected failures, call counters, and fences that the caller
-// completes by hand, so every path of the caching allocator can be driven without a GPU.
+// host_device.h - a test double: a core::Device over aligned host memory, with a
+// configurable capacity, injected failures, call counters, fences that the caller
+// completes by hand, and a "capturing" state in which it cannot wait for a fence (as a
+// device whose thread is capturing a stream, core/device.h), so every path of the caching
+// allocator and of plan replay can be driven without a GPU.
 //
-// Header-only and never linked into libluma.so (the shim has its own driver device). It
-// must never be used where real device memory is expected: its segments are host memory.
+// Header-only, under tests/ and never linked into libluma.so (the shim has its own driver
+// device). Its segments are host memory: never use it where device memory is expected.
 #pragma once
 
 #include <cstddef>
@@ -85,15 +87,20 @@ class HostDevice final : public Device {
     }
     return it->second.done;
   }
-  void fence_wait(Fence f) noexcept override {
+  bool fence_wait(Fence f) noexcept override {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = fences_.find(f);
     if (it == fences_.end() || it->second.released) {
       ++contract_violations_;
-      return;
+      return true;
+    }
+    if (capturing_) {  // a blocking wait would break the capture: refused, still not done
+      ++refused_waits_;
+      return false;
     }
     it->second.done = true;  // "the work finished while we waited"
     waited_.push_back(f);
+    return true;
   }
   void fence_release(Fence f) noexcept override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -122,6 +129,9 @@ class HostDevice final : public Device {
   void set_fence_mode(FenceMode mode) { std::lock_guard<std::mutex> l(mu_); mode_ = mode; }
   // While idle, record_fence() reports kNoFence: no stream has work, reuse at once.
   void set_idle(bool idle) { std::lock_guard<std::mutex> l(mu_); idle_ = idle; }
+  // While capturing, fence_wait() refuses (returns false, the fence stays not done) and
+  // every fence is deferred: done only through complete_fence / complete_all_fences.
+  void set_capturing(bool capturing) { std::lock_guard<std::mutex> l(mu_); capturing_ = capturing; }
   void complete_fence(Fence f) {
     std::lock_guard<std::mutex> l(mu_);
     auto it = fences_.find(f);
@@ -145,6 +155,8 @@ class HostDevice final : public Device {
   std::uint64_t poll_calls() const { std::lock_guard<std::mutex> l(mu_); return poll_calls_; }
   std::uint64_t fences_released() const { std::lock_guard<std::mutex> l(mu_); return fences_released_; }
   std::vector<Fence> fences_waited() const { std::lock_guard<std::mutex> l(mu_); return waited_; }
+  // fence_wait() calls refused while capturing.
+  std::uint64_t refused_waits() const { std::lock_guard<std::mutex> l(mu_); return refused_waits_; }
   // Whether [p, p + n) lies inside one segment this device handed out.
   bool contains(const void* p, std::size_t n) const {
     std::lock_guard<std::mutex> l(mu_);
@@ -172,6 +184,8 @@ class HostDevice final : public Device {
   bool fail_releases_ = false;
   bool fences_enabled_ = false;
   bool idle_ = false;
+  bool capturing_ = false;
+  std::uint64_t refused_waits_ = 0;
   FenceMode mode_ = FenceMode::batched;
   std::uint64_t record_calls_ = 0;
   std::uint64_t poll_calls_ = 0;
