@@ -25,10 +25,10 @@ struct ContextEntry {
   // `plan`: the process's accepted plan (LUMA_PLAN), or nullptr.
   ContextEntry(const RealDriver& driver, CUcontext c, int device_index,
                const core::Settings& settings, StreamRegistry& streams,
-               const core::PlanFile* plan = nullptr)
+               const CaptureRegistry& captures, const core::PlanFile* plan = nullptr)
       : ctx(c),
         device(device_index),
-        driver_device(driver, c, settings.free_sync, streams),
+        driver_device(driver, c, settings.free_sync, streams, captures),
         allocator(driver_device, device_index, settings.allocator, plan) {}
 
   CUcontext ctx;

@@ -5,6 +5,7 @@
 // after all earlier work of the blocking streams, one per non-blocking stream covers those.
 #include "driver_device.h"
 
+#include <algorithm>
 #include <new>
 
 #include "log.h"
@@ -30,7 +31,17 @@ core::Reservation DriverDevice::reserve(std::size_t bytes) noexcept {
   ScopedContext scope(driver_, ctx_);
   if (!scope.ok()) return core::Reservation::failed(scope.error());
   CUdeviceptr p = 0;
-  CUresult r = driver_.mem_alloc(&p, bytes);
+  CUresult r = CUDA_SUCCESS;
+  if (captures_.any() && driver_.thread_exchange_capture_mode != nullptr) {
+    // luma's own reservation, made while the program captures a stream: in relaxed mode,
+    // which no capture forbids (PyTorch does the same), then the thread's mode back.
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    const bool swapped = driver_.thread_exchange_capture_mode(&mode) == CUDA_SUCCESS;
+    r = driver_.mem_alloc(&p, bytes);
+    if (swapped) driver_.thread_exchange_capture_mode(&mode);
+  } else {
+    r = driver_.mem_alloc(&p, bytes);
+  }
   if (r == CUDA_SUCCESS) return {reinterpret_cast<void*>(static_cast<std::uintptr_t>(p)), 0};
   if (r == CUDA_ERROR_OUT_OF_MEMORY) return core::Reservation::out_of_memory();
   // Anything else (a lost device, a sticky error) goes back to the program unchanged:
@@ -40,7 +51,26 @@ core::Reservation DriverDevice::reserve(std::size_t bytes) noexcept {
   return core::Reservation::failed(static_cast<int>(r));
 }
 
+bool DriverDevice::keep_exported(const void* base) noexcept {
+  std::lock_guard lock(exported_mutex_);
+  if (std::find(exported_.begin(), exported_.end(), base) != exported_.end()) return false;
+  try {
+    exported_.push_back(base);
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+bool DriverDevice::exported(const void* base) noexcept {
+  std::lock_guard lock(exported_mutex_);
+  return std::find(exported_.begin(), exported_.end(), base) != exported_.end();
+}
+
 bool DriverDevice::release(void* base, std::size_t bytes) noexcept {
+  // A segment a peer may have mapped stays; so does every segment while a capture is
+  // underway (cuMemFree synchronizes, which a capture forbids). The allocator keeps it.
+  if (exported(base) || capture_underway()) return false;
   ScopedContext scope(driver_, ctx_);
   CUresult r = driver_.mem_free(static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(base)));
   if (r != CUDA_SUCCESS) {
@@ -52,6 +82,7 @@ bool DriverDevice::release(void* base, std::size_t bytes) noexcept {
 }
 
 void DriverDevice::synchronize() noexcept {
+  if (capture_underway()) return;  // refused in a capture: callers defer instead
   ScopedContext scope(driver_, ctx_);
   if (scope.ok()) driver_.ctx_synchronize();
 }
@@ -72,20 +103,41 @@ DriverDevice::FenceSlot* DriverDevice::slot(core::Fence fence) noexcept {
   return &slots_[fence - 1];
 }
 
+bool DriverDevice::record_events(FenceSlot& s) noexcept {
+  bool ok = true;
+  auto record_on = [&](CUstream stream) {
+    if (!ok) return;
+    CUevent e = take_event();
+    if (e == nullptr || driver_.event_record(e, stream) != CUDA_SUCCESS) {
+      if (e != nullptr) spare_events_.push_back(e);
+      ok = false;
+      return;
+    }
+    s.events.push_back(e);
+  };
+  try {
+    record_on(nullptr);  // the legacy default stream of ctx_
+    streams_.for_each(ctx_, record_on);
+  } catch (...) {
+    ok = false;  // host memory for the pools ran out
+  }
+  if (!ok) {
+    for (CUevent e : s.events) spare_events_.push_back(e);
+    s.events.clear();
+  }
+  return ok;
+}
+
 core::Fence DriverDevice::record_fence() noexcept {
-  switch (policy_) {
-    case core::FreeSync::none:
-      return core::kNoFence;
-    case core::FreeSync::device:
-      synchronize();
-      return core::kNoFence;
-    case core::FreeSync::event:
-      break;
+  if (policy_ == core::FreeSync::none) return core::kNoFence;
+  const bool deferred = capture_underway();
+  if (policy_ == core::FreeSync::device && !deferred) {
+    synchronize();
+    return core::kNoFence;
   }
   ScopedContext scope(driver_, ctx_);
   if (!scope.ok()) return core::kNoFence;  // the context is gone, and its work with it
   std::uint32_t index = 0;
-  bool have_slot = false;
   try {
     if (!free_slots_.empty()) {
       index = free_slots_.back();
@@ -94,27 +146,19 @@ core::Fence DriverDevice::record_fence() noexcept {
       slots_.emplace_back();
       index = static_cast<std::uint32_t>(slots_.size() - 1);
     }
-    have_slot = true;
-    FenceSlot& s = slots_[index];
-    bool ok = true;
-    auto record_on = [&](CUstream stream) {
-      CUevent e = take_event();
-      if (e == nullptr || driver_.event_record(e, stream) != CUDA_SUCCESS) {
-        if (e != nullptr) spare_events_.push_back(e);
-        ok = false;
-        return;
-      }
-      s.events.push_back(e);
-    };
-    record_on(nullptr);  // the legacy default stream of ctx_
-    streams_.for_each(ctx_, record_on);
-    if (ok) return index + 1;
-    // Could not cover every stream: make the memory safe by waiting for all of it.
-    fence_release(index + 1);
   } catch (...) {
-    // Host memory for the pools ran out: same remedy.
-    if (have_slot) fence_release(index + 1);
+    // No host memory for a slot: make the memory safe by waiting for all of it (or, in a
+    // capture, by keeping it out of reuse as if forever: a fence never done).
+    ++driver_errors_;
+    if (deferred) return core::kNoFence;  // cannot happen without memory; see below
+    driver_.ctx_synchronize();
+    return core::kNoFence;
   }
+  FenceSlot& s = slots_[index];
+  s.deferred = deferred;
+  if (deferred || record_events(s)) return index + 1;
+  // Could not cover every stream: make the memory safe by waiting for all of it.
+  fence_release(index + 1);
   ++driver_errors_;
   driver_.ctx_synchronize();
   return core::kNoFence;
@@ -123,6 +167,19 @@ core::Fence DriverDevice::record_fence() noexcept {
 bool DriverDevice::fence_done(core::Fence fence) noexcept {
   FenceSlot* s = slot(fence);
   if (s == nullptr) return true;
+  // In a capture nothing is queried: an event query is among the calls a capture forbids.
+  if (capture_underway()) return false;
+  if (s->deferred) {
+    // The capture(s) ended: the fence is recorded now, after them, and covers all the work
+    // issued before its frees (and the capture's own launches since).
+    s->deferred = false;
+    ScopedContext scope(driver_, ctx_);
+    if (!scope.ok()) return true;  // the context is gone, and its work with it
+    if (policy_ == core::FreeSync::device || !record_events(*s)) {
+      synchronize();
+      return true;
+    }
+  }
   for (CUevent e : s->events) {
     CUresult r = driver_.event_query(e);
     if (r == CUDA_ERROR_NOT_READY) return false;
@@ -138,6 +195,8 @@ bool DriverDevice::fence_done(core::Fence fence) noexcept {
 bool DriverDevice::fence_wait(core::Fence fence) noexcept {
   FenceSlot* s = slot(fence);
   if (s == nullptr) return true;
+  if (capture_underway()) return false;
+  if (s->deferred && fence_done(fence)) return true;  // records it now
   for (CUevent e : s->events) {
     if (driver_.event_synchronize(e) != CUDA_SUCCESS) {
       synchronize();
@@ -158,6 +217,7 @@ void DriverDevice::fence_release(core::Fence fence) noexcept {
   try {
     for (CUevent e : s->events) spare_events_.push_back(e);
     s->events.clear();
+    s->deferred = false;
     free_slots_.push_back(static_cast<std::uint32_t>(fence - 1));
   } catch (...) {
     for (CUevent e : s->events) driver_.event_destroy(e);

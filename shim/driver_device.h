@@ -9,10 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "config.h"
 #include "device.h"
+#include "capture_registry.h"
 #include "real_driver.h"
 #include "stream_registry.h"
 
@@ -21,8 +23,8 @@ namespace luma::shim {
 class DriverDevice final : public core::Device {
  public:
   DriverDevice(const RealDriver& driver, CUcontext ctx, core::FreeSync policy,
-               StreamRegistry& streams) noexcept
-      : driver_(driver), ctx_(ctx), policy_(policy), streams_(streams) {}
+               StreamRegistry& streams, const CaptureRegistry& captures) noexcept
+      : driver_(driver), ctx_(ctx), policy_(policy), streams_(streams), captures_(captures) {}
   ~DriverDevice() override = default;  // events are left to the driver: see process exit
 
   core::Reservation reserve(std::size_t bytes) noexcept override;
@@ -41,19 +43,27 @@ class DriverDevice final : public core::Device {
     return core::FenceMode::per_free;
   }
   bool fence_done(core::Fence fence) noexcept override;
-  bool fence_wait(core::Fence fence) noexcept override;  // always waits (true)
+  // false while a capture is underway in the context (a wait could invalidate it).
+  bool fence_wait(core::Fence fence) noexcept override;
   void fence_release(core::Fence fence) noexcept override;
 
   CUcontext context() const noexcept { return ctx_; }
   // The context is destroyed and its events with it: forget them without a driver call.
   // After the allocator's drop_device_memory() (which gives every fence token back).
   void forget_events() noexcept;
+  // cuIpcGetMemHandle exported the segment at `base`: a peer may map it from now on, so it
+  // is never released to the driver. True the first time. Any thread, any time.
+  bool keep_exported(const void* base) noexcept;
   // Driver errors other than out-of-memory seen by reserve (for the log and tests).
   std::uint64_t driver_errors() const noexcept { return driver_errors_; }
 
  private:
   struct FenceSlot {
     std::vector<CUevent> events;  // one per stream the fence covers
+    // Asked for while a capture was underway in the context: nothing recorded yet (an
+    // event on a capturing stream would join the graph, the legacy stream may be
+    // unusable); recorded once no capture is underway, and only then possibly done.
+    bool deferred = false;
   };
 
   // Makes ctx_ current for the scope when another context (or none) is current on this
@@ -73,6 +83,13 @@ class DriverDevice final : public core::Device {
   };
 
   CUevent take_event() noexcept;
+  // Whether a capture is underway in this context: luma then records, queries and
+  // synchronizes nothing there, and releases no segment.
+  bool capture_underway() const noexcept { return captures_.any() && captures_.any_in(ctx_); }
+  // Records the slot's events on the legacy stream and every tracked stream; false (and
+  // nothing kept) when one could not be recorded.
+  bool record_events(FenceSlot& s) noexcept;
+  bool exported(const void* base) noexcept;
   void synchronize() noexcept;
   FenceSlot* slot(core::Fence fence) noexcept;
 
@@ -80,6 +97,9 @@ class DriverDevice final : public core::Device {
   CUcontext ctx_;
   core::FreeSync policy_;
   StreamRegistry& streams_;
+  const CaptureRegistry& captures_;
+  std::mutex exported_mutex_;             // keep_exported comes from any thread
+  std::vector<const void*> exported_;     // segment bases a peer may have mapped
   std::vector<FenceSlot> slots_;         // fence token f is slots_[f - 1]
   std::vector<std::uint32_t> free_slots_;
   std::vector<CUevent> spare_events_;    // pooled: creating an event costs a driver call

@@ -23,7 +23,12 @@
 // Versions: the 64-bit _v2 memory calls came in CUDA 3.2 (3020); cuStreamDestroy_v2,
 // cuCtxDestroy_v2 and cuPointerGetAttribute in 4.0; cuStreamCreateWithPriority in 5.5; the
 // _v2 ABI of cuDevicePrimaryCtxRelease/Reset in 11.0 (the 7.0 ABI is forwarded untouched);
-// cuMemFreeAsync in 11.2; cuGetProcAddress in 11.3 and its _v2 ABI (symbolStatus) in 12.0.
+// cuMemFreeAsync in 11.2; cuGetProcAddress in 11.3 and its _v2 ABI (symbolStatus) in 12.0;
+// cuIpcGetMemHandle in 4.1; stream capture in 10.0 (global mode only) and its _v2 ABI with a
+// mode, with cuThreadExchangeStreamCaptureMode, in 10.1.
+// Twins: two rows with the same driver_name and min_version (legacy and per_thread) are the
+// two variants of one function; which one a request gets is the driver's decision, and
+// luma hands out its hook of that same variant (serve.cpp, substitute()).
 #pragma once
 
 // clang-format off
@@ -41,7 +46,15 @@
   X(primary_ctx_release, cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, 0, PFN_cuDevicePrimaryCtxRelease_v2, legacy, "cuDevicePrimaryCtxRelease") \
   X(primary_ctx_reset, cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0, PFN_cuDevicePrimaryCtxReset_v2, legacy, "cuDevicePrimaryCtxReset") \
   X(mem_free_async, cuMemFreeAsync, "cuMemFreeAsync", 11020, 0, PFN_cuMemFreeAsync, legacy, "cuMemFreeAsync") \
-  X(mem_free_async_ptsz, cuMemFreeAsync_ptsz, "cuMemFreeAsync_ptsz", 11020, 0, PFN_cuMemFreeAsync, per_thread, "cuMemFreeAsync")
+  X(mem_free_async_ptsz, cuMemFreeAsync_ptsz, "cuMemFreeAsync_ptsz", 11020, 0, PFN_cuMemFreeAsync, per_thread, "cuMemFreeAsync") \
+  X(ipc_get_mem_handle, cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, 0, PFN_cuIpcGetMemHandle, legacy, "cuIpcGetMemHandle") \
+  X(stream_begin_capture_v1, cuStreamBeginCapture, "cuStreamBeginCapture", 10000, 10010, PFN_cuStreamBeginCapture_v1, legacy, "cuStreamBeginCapture") \
+  X(stream_begin_capture_v1_ptsz, cuStreamBeginCapture_ptsz, "cuStreamBeginCapture_ptsz", 10000, 10010, PFN_cuStreamBeginCapture_v1, per_thread, "cuStreamBeginCapture") \
+  X(stream_begin_capture, cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, 0, PFN_cuStreamBeginCapture_v2, legacy, "cuStreamBeginCapture") \
+  X(stream_begin_capture_ptsz, cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture_v2_ptsz", 10010, 0, PFN_cuStreamBeginCapture_v2, per_thread, "cuStreamBeginCapture") \
+  X(stream_end_capture, cuStreamEndCapture, "cuStreamEndCapture", 10000, 0, PFN_cuStreamEndCapture, legacy, "cuStreamEndCapture") \
+  X(stream_end_capture_ptsz, cuStreamEndCapture_ptsz, "cuStreamEndCapture_ptsz", 10000, 0, PFN_cuStreamEndCapture, per_thread, "cuStreamEndCapture") \
+  X(thread_exchange_capture_mode, cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 10010, 0, PFN_cuThreadExchangeStreamCaptureMode, legacy, "cuThreadExchangeStreamCaptureMode")
 
 // LUMA_DRIVER_CALLS(X): entry points luma calls itself but does not hook.
 //   X(id, driver_name, version, pfn) - resolved with cuGetProcAddress_v2 at that ABI
@@ -62,5 +75,6 @@
   X(device_get_count, "cuDeviceGetCount", 2000, PFN_cuDeviceGetCount) \
   X(device_get, "cuDeviceGet", 2000, PFN_cuDeviceGet) \
   X(device_get_name, "cuDeviceGetName", 2000, PFN_cuDeviceGetName) \
-  X(device_total_mem, "cuDeviceTotalMem", 3020, PFN_cuDeviceTotalMem_v2)
+  X(device_total_mem, "cuDeviceTotalMem", 3020, PFN_cuDeviceTotalMem_v2) \
+  X(stream_get_flags, "cuStreamGetFlags", 5050, PFN_cuStreamGetFlags)
 // clang-format on

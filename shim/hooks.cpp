@@ -38,15 +38,15 @@ CUresult serve_or_forward(const char* name, Serve serve, Args... args) noexcept 
   }
 }
 
-// An observed call: the real function, then (on success, outside a nested call)
-// observe(state, args...) so luma learns what changed.
-template <auto Real, typename Observe, typename... Args>
+// An observed call: the real function, then (on success, or whatever it answered when
+// `always`; outside a nested call) observe(state, args...) so luma learns what changed.
+template <auto Real, bool always = false, typename Observe, typename... Args>
 CUresult forward_then_observe(Observe observe, Args... args) noexcept {
   const bool nested = RecursionGuard::active();
   const RealDriver* d = nested ? loaded_driver() : &state().driver;
   if (d == nullptr || d->*Real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   const CUresult r = (d->*Real)(args...);
-  if (r == CUDA_SUCCESS && !nested) {
+  if ((always || r == CUDA_SUCCESS) && !nested) {
     RecursionGuard guard;
     observe(state(), args...);
   }
@@ -114,6 +114,50 @@ LUMA_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
                                                      total);
 }
 
+LUMA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
+  return serve_or_forward<&RealDriver::ipc_get_mem_handle>("cuIpcGetMemHandle",
+                                                           serve_ipc_get_mem_handle, pHandle, dptr);
+}
+
+// ---- stream capture (CUDA graphs): luma must know what a capture forbids --------------
+
+LUMA_EXPORT CUresult cuStreamBeginCapture(CUstream hStream) {
+  return forward_then_observe<&RealDriver::stream_begin_capture_v1>(
+      [](State& s, CUstream st) { on_capture_begun(s, st, CU_STREAM_CAPTURE_MODE_GLOBAL); }, hStream);
+}
+
+LUMA_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
+  return forward_then_observe<&RealDriver::stream_begin_capture_v1_ptsz>(
+      [](State& s, CUstream st) { on_capture_begun(s, st, CU_STREAM_CAPTURE_MODE_GLOBAL); }, hStream);
+}
+
+LUMA_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+  return forward_then_observe<&RealDriver::stream_begin_capture>(on_capture_begun, hStream, mode);
+}
+
+LUMA_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
+  return forward_then_observe<&RealDriver::stream_begin_capture_ptsz>(on_capture_begun, hStream,
+                                                                      mode);
+}
+
+// The capture is over whatever the answer (an invalidated capture ends with an error).
+LUMA_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
+  return forward_then_observe<&RealDriver::stream_end_capture, true>(
+      [](State& s, CUstream st, CUgraph*) { on_capture_ended(s, st); }, hStream, phGraph);
+}
+
+LUMA_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph) {
+  return forward_then_observe<&RealDriver::stream_end_capture_ptsz, true>(
+      [](State& s, CUstream st, CUgraph*) { on_capture_ended(s, st); }, hStream, phGraph);
+}
+
+// *mode is the new mode on the way in and the old one on the way out: luma keeps the new.
+LUMA_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  const CUstreamCaptureMode wanted = mode != nullptr ? *mode : CU_STREAM_CAPTURE_MODE_GLOBAL;
+  return forward_then_observe<&RealDriver::thread_exchange_capture_mode>(
+      [wanted](State&, CUstreamCaptureMode*) { on_thread_capture_mode(wanted); }, mode);
+}
+
 // ---- streams (tracked for free_sync:event) --------------------------------------------
 
 LUMA_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {
@@ -174,6 +218,18 @@ LUMA_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVe
                ? d.get_proc_address_v1(symbol, pfn, cudaVersion, flags)
                : d.get_proc_address_v2(symbol, pfn, cudaVersion, flags, nullptr);
   });
+}
+
+void* luma::shim::real_function(const RealDriver& d, Hook h) noexcept {
+  switch (h) {
+#define LUMA_REAL_FUNCTION(id, ...) \
+  case Hook::id: return reinterpret_cast<void*>(d.id);
+    LUMA_HOOKS(LUMA_REAL_FUNCTION)
+#undef LUMA_REAL_FUNCTION
+    case Hook::none:
+    case Hook::count: break;
+  }
+  return nullptr;
 }
 
 // The exported function of each hook, from the same table (a hook without its function

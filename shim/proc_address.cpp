@@ -13,11 +13,15 @@ struct Entry {
   int max_version;           // the first one that no longer does (0 = none)
   Hook hook;
   const char* symbol;        // the exported name of that ABI
+  std::string_view driver_name;  // the function in the driver (twins share it)
+  bool per_thread;               // the per-thread-default-stream variant
 };
 
+constexpr bool kPerThread_by_dlsym = false, kPerThread_legacy = false, kPerThread_per_thread = true;
+
 constexpr std::array kTable{
-#define LUMA_HOOK_ENTRY(id, symbol, request, min_version, max_version, ...) \
-  Entry{request, min_version, max_version, Hook::id, #symbol},
+#define LUMA_HOOK_ENTRY(id, symbol, request, min_version, max_version, pfn, how, driver_name) \
+  Entry{request, min_version, max_version, Hook::id, #symbol, driver_name, kPerThread_##how},
     LUMA_HOOKS(LUMA_HOOK_ENTRY)
 #undef LUMA_HOOK_ENTRY
 };
@@ -38,6 +42,17 @@ Hook hook_for_symbol(std::string_view name) noexcept {
   if (name.size() < 3 || name[0] != 'c' || name[1] != 'u') return Hook::none;
   for (const Entry& e : kTable)
     if (name == e.symbol) return e.hook;
+  return Hook::none;
+}
+
+Hook twin_of(Hook hook) noexcept {
+  for (const Entry& e : kTable) {
+    if (e.hook != hook) continue;
+    for (const Entry& t : kTable)
+      if (t.hook != hook && t.driver_name == e.driver_name && t.min_version == e.min_version &&
+          t.per_thread != e.per_thread)
+        return t.hook;
+  }
   return Hook::none;
 }
 

@@ -34,4 +34,8 @@ Hook hook_for_symbol(std::string_view name) noexcept;
 // The exported symbol name of a hook ("cuMemAlloc_v2"); nullptr for none.
 const char* hook_symbol(Hook hook) noexcept;
 
+// The other variant of the same driver function (legacy <-> per-thread default stream:
+// cuMemFreeAsync and cuMemFreeAsync_ptsz), or Hook::none when it has none.
+Hook twin_of(Hook hook) noexcept;
+
 }  // namespace luma::shim

@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "call_context.h"
+#include "capture_registry.h"
 #include "dlsym_hook.h"
 #include "log.h"
 #include "proc_address.h"
@@ -68,7 +69,7 @@ ContextEntry* current_entry(State& s) {
   ContextEntry* found = s.contexts.find_or_create(ctx, [&]() -> ContextEntry* {
     CUdevice device = 0;
     if (s.driver.ctx_get_device(&device) != CUDA_SUCCESS) device = 0;
-    auto* e = new ContextEntry(s.driver, ctx, device, s.settings.core, s.streams,
+    auto* e = new ContextEntry(s.driver, ctx, device, s.settings.core, s.streams, s.captures,
                                s.plans.plan_for_new_allocator(s.driver));
     if (e->allocator.has_plan()) e->allocator.set_divergence_sink(&s.divergence_log);
     e->primary = is_primary_context(s.driver, ctx, device);
@@ -101,6 +102,32 @@ CUresult allocate(State& s, CUdeviceptr* dptr, std::size_t bytes, EntryPoint ent
       return static_cast<CUresult>(r.device_error);
   }
   return CUDA_ERROR_UNKNOWN;
+}
+
+// The live entry whose memory (a segment or an arena, live, free or pending) holds ptr.
+ContextEntry* owner_of(State& s, const void* ptr, core::SegmentRange* segment) noexcept {
+  ContextEntry* owner = nullptr;
+  s.contexts.for_each_live([&](ContextEntry& e) {
+    if (owner == nullptr && e.allocator.segment_of(ptr, segment)) owner = &e;
+  });
+  return owner;
+}
+
+// While a stream capture forbids the calling thread's potentially unsafe calls
+// (docs/cuda-facts.md), the driver alone would refuse cuMemAlloc / cuMemFree with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate the capture. luma must give the
+// same answer and the same invalidation, which only the driver can do: it asks the driver
+// for one byte. Refused: that code. Served after all (the rules said no, the driver yes):
+// the byte goes back and nullopt says luma may serve the call.
+std::optional<CUresult> refused_by_capture(State& s) noexcept {
+  if (!s.captures.forbids_unsafe_call(this_thread_id(), thread_capture_mode())) return std::nullopt;
+  CUdeviceptr probe = 0;
+  const CUresult r = s.driver.mem_alloc(&probe, 1);
+  if (r == CUDA_SUCCESS) {
+    s.driver.mem_free(probe);
+    return std::nullopt;
+  }
+  return r;
 }
 
 // A free luma answers: CUDA_SUCCESS (the block went into the cache), CUDA_ERROR_INVALID_VALUE
@@ -155,6 +182,10 @@ void log_internal_error(const char* where) noexcept {
 // ---- memory ----------------------------------------------------------------------------
 
 CUresult serve_mem_alloc(State& s, CUdeviceptr* dptr, std::size_t bytes) {
+  // Where a capture forbids it, the program's own call goes to the driver: its refusal
+  // (and the capture's invalidation) is what the program would get without luma.
+  if (s.captures.any() && s.captures.forbids_unsafe_call(this_thread_id(), thread_capture_mode()))
+    return s.driver.mem_alloc(dptr, bytes);
   return allocate(s, dptr, bytes, EntryPoint::cuMemAlloc);
 }
 
@@ -167,6 +198,8 @@ CUresult serve_mem_alloc_pitch(State& s, CUdeviceptr* dptr, std::size_t* pitch,
   if (width > SIZE_MAX - kPitchAlignment) return CUDA_ERROR_INVALID_VALUE;
   const std::size_t row = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
   if (height > SIZE_MAX / row) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (s.captures.any() && s.captures.forbids_unsafe_call(this_thread_id(), thread_capture_mode()))
+    return s.driver.mem_alloc_pitch(dptr, pitch, width, height, element_size);
   CUresult r = allocate(s, dptr, row * height, EntryPoint::cuMemAllocPitch);
   if (r == CUDA_SUCCESS) *pitch = row;
   return r;
@@ -176,6 +209,8 @@ CUresult serve_mem_free(State& s, CUdeviceptr dptr) {
   // A null pointer: the driver's own answer.
   if (dptr == 0) return s.driver.mem_free(dptr);
   CallScope scope(EntryPoint::cuMemFree);
+  if (s.captures.any() && owner_of(s, as_ptr(dptr), nullptr) != nullptr)
+    if (std::optional<CUresult> refused = refused_by_capture(s)) return *refused;
   if (std::optional<CUresult> r = free_in_cache(s, as_ptr(dptr))) return *r;
   // Allocated before luma was active, or by a path luma does not serve.
   return s.driver.mem_free(dptr);
@@ -190,6 +225,10 @@ CUresult serve_mem_free(State& s, CUdeviceptr dptr) {
 CUresult serve_mem_free_async(State& s, CUdeviceptr dptr, CUstream stream,
                               PFN_cuMemFreeAsync real) {
   if (dptr == 0) return real(dptr, stream);
+  // In a capture the driver makes a stream-ordered free a graph node, and answers memory
+  // no allocation node of the graph returned - luma's blocks are such memory - with its
+  // error (and the capture's invalidation); it frees nothing then. So it is asked.
+  if (s.captures.any() && s.captures.capturing(stream)) return real(dptr, stream);
   CallScope scope(EntryPoint::cuMemFreeAsync);
   if (std::optional<CUresult> r = free_in_cache(s, as_ptr(dptr))) return *r;
   return real(dptr, stream);
@@ -209,6 +248,26 @@ CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total) {
     }
   }
   return r;
+}
+
+CUresult serve_ipc_get_mem_handle(State& s, CUipcMemHandle* handle, CUdeviceptr dptr) {
+  core::SegmentRange segment;
+  if (ContextEntry* e = owner_of(s, as_ptr(dptr), &segment)) {
+    // The handle maps the whole segment in the peer: it must never go back to the driver
+    // (and to another allocation) while a peer may have it open.
+    const bool first = e->driver_device.keep_exported(segment.base);
+    core::SegmentRange block;
+    if (first && e->allocator.block_of(as_ptr(dptr), &block) && block.base != segment.base)
+      log_noexcept(spdlog::level::warn,
+                   "cuIpcGetMemHandle({}): this block starts {} bytes into a luma segment of {} "
+                   "bytes, and the handle maps the whole segment; a peer that adds the offset "
+                   "from cuMemGetAddressRange sees this block, a peer that uses the opened "
+                   "pointer itself sees the segment's start (LUMA_CONF=ipc_own_segment:SIZE "
+                   "gives allocations of SIZE or more a segment of their own)",
+                   as_ptr(dptr), static_cast<const char*>(block.base) - static_cast<const char*>(segment.base),
+                   segment.size);
+  }
+  return s.driver.ipc_get_mem_handle(handle, dptr);
 }
 
 // ---- observers -------------------------------------------------------------------------
@@ -233,6 +292,7 @@ void on_stream_destroying(State& s, CUstream stream) noexcept {
 // context's entry is retired (retire_entry): the segments luma cached are gone with it,
 // and a later context (even with the same handle) is served afresh.
 void on_context_destroyed(State& s, CUcontext ctx) noexcept {
+  s.captures.end_context(ctx);
   if (ContextEntry* e = s.contexts.find(ctx)) retire_entry(s, e);
 }
 
@@ -247,6 +307,29 @@ void on_primary_context_released(State& s, CUdevice device) noexcept {
     retire_primary(s, device);
 }
 
+void on_capture_begun(State& s, CUstream stream, CUstreamCaptureMode mode) noexcept {
+  CUcontext ctx = nullptr;
+  if (s.driver.ctx_get_current(&ctx) != CUDA_SUCCESS) ctx = nullptr;
+  // Whether the legacy stream becomes unusable (a blocking stream captures): the NULL and
+  // per-thread handles are blocking; others say so in their flags.
+  bool blocking = true;
+  unsigned flags = 0;
+  if (stream != nullptr && stream != LUMA_CU_STREAM_PER_THREAD && s.driver.stream_get_flags != nullptr &&
+      s.driver.stream_get_flags(stream, &flags) == CUDA_SUCCESS)
+    blocking = (flags & CU_STREAM_NON_BLOCKING) == 0;
+  try {
+    s.captures.begin(ctx, stream, static_cast<CaptureMode>(mode), this_thread_id(), blocking);
+  } catch (...) {
+    log_internal_error("cuStreamBeginCapture (capture not tracked)");
+  }
+}
+
+void on_capture_ended(State& s, CUstream stream) noexcept { s.captures.end(stream); }
+
+void on_thread_capture_mode(CUstreamCaptureMode mode) noexcept {
+  thread_capture_mode() = static_cast<CaptureMode>(mode);
+}
+
 // ---- resolution ------------------------------------------------------------------------
 
 void substitute(const char* symbol, void** pfn, int version) noexcept {
@@ -254,15 +337,15 @@ void substitute(const char* symbol, void** pfn, int version) noexcept {
   State* s = state_if_ready();
   if (s != nullptr && s->settings.disable) return;
   Hook h = hook_for_request(symbol, version);
-  if (h == Hook::mem_free_async || h == Hook::mem_free_async_ptsz) {
+  if (h == Hook::none) return;
+  if (const Hook twin = twin_of(h); twin != Hook::none) {
     // Which twin the driver handed out (the request's flags and the program's default
-    // stream decided): luma's hook must forward foreign pointers to that same one.
+    // stream decided): luma's hook must forward to that same one.
     if (s == nullptr) return;
-    if (*pfn == reinterpret_cast<void*>(s->driver.mem_free_async)) h = Hook::mem_free_async;
-    else if (*pfn == reinterpret_cast<void*>(s->driver.mem_free_async_ptsz)) h = Hook::mem_free_async_ptsz;
-    else return;  // a variant luma does not know: the driver's, untouched
+    if (*pfn == real_function(s->driver, twin)) h = twin;
+    else if (*pfn != real_function(s->driver, h)) return;  // a variant luma does not know
   }
-  if (h != Hook::none) *pfn = hook_function(h);
+  *pfn = hook_function(h);
 }
 
 bool in_libcuda(void* fn) noexcept {

@@ -31,6 +31,9 @@ CUresult serve_mem_free(State& s, CUdeviceptr dptr);
 CUresult serve_mem_free_async(State& s, CUdeviceptr dptr, CUstream stream,
                               PFN_cuMemFreeAsync real);
 CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total);
+// cuIpcGetMemHandle: the driver exports the whole allocation, a luma segment; luma keeps
+// that segment from the driver for good and says so when the block is not its start.
+CUresult serve_ipc_get_mem_handle(State& s, CUipcMemHandle* handle, CUdeviceptr dptr);
 
 // ---- observers: the real call succeeded, luma updates what it knows ----
 void on_stream_created(State& s, CUstream stream, unsigned flags) noexcept;
@@ -38,6 +41,12 @@ void on_stream_destroying(State& s, CUstream stream) noexcept;  // before the re
 void on_context_destroyed(State& s, CUcontext ctx) noexcept;
 void on_primary_context_reset(State& s, CUdevice device) noexcept;
 void on_primary_context_released(State& s, CUdevice device) noexcept;
+// Stream capture (CUDA graphs): a capture began on `stream` in `mode` (the calling thread
+// made it), or ended (whatever cuStreamEndCapture answered), or this thread's capture mode
+// became `mode`.
+void on_capture_begun(State& s, CUstream stream, CUstreamCaptureMode mode) noexcept;
+void on_capture_ended(State& s, CUstream stream) noexcept;
+void on_thread_capture_mode(CUstreamCaptureMode mode) noexcept;
 
 // ---- resolution ----
 // Replaces *pfn (the driver's answer to cuGetProcAddress(symbol, ..., version)) with luma's
@@ -47,5 +56,7 @@ void substitute(const char* symbol, void** pfn, int version) noexcept;
 bool in_libcuda(void* fn) noexcept;
 // hooks.cpp: the exported function of a hook.
 void* hook_function(Hook h) noexcept;
+// The real driver's function behind a hook.
+void* real_function(const RealDriver& d, Hook h) noexcept;
 
 }  // namespace luma::shim

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <vector>
 
+#include "capture_registry.h"
 #include "context_table.h"
 #include "plan_loader.h"
 #include "real_driver.h"
@@ -30,6 +31,8 @@ struct State {
   // Allocations are served by the cache (else every call is forwarded untouched).
   bool serving = false;
   StreamRegistry streams;
+  // Stream captures underway (CUDA graphs): what they forbid, for the hooks and the fences.
+  CaptureRegistry captures;
   ContextTable contexts;
   // LUMA_TRACE: the event trace (attached to each allocator as it is built).
   TraceRecorder recorder;
