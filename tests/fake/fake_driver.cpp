@@ -1,7 +1,9 @@
 // fake_driver.cpp - the entry points of the stand-in libcuda.so.1, a TEST DOUBLE of the CUDA
 // driver: host memory serves as device memory (device pointers are host addresses, 512-byte
-// aligned), per-device capacity and failure injection, primary contexts per device with a
-// per-thread current-context stack, asynchronous streams (fake_streams.cpp) and events.
+// aligned, carved from per-device shared arenas: fake_arena.cpp), page-locked host and
+// managed memory, pointer queries, per-device capacity and failure injection, primary
+// contexts per device with a per-thread current-context stack, asynchronous streams
+// (fake_streams.cpp) and events. Stream capture rules: fake_capture.cpp; IPC: fake_ipc.cpp.
 // It must be linked -Wl,-Bsymbolic so that a preloaded library exporting the same names
 // never replaces the calls it makes to itself. It never reads the program's memory outside
 // the ranges a call names, and never frees memory at exit.
