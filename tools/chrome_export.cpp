@@ -1,10 +1,19 @@
-// chrome_export.cpp - Trace Event Format JSON (Perfetto, chrome://tracing): per device one
-// counter track ("ph":"C") with allocated and reserved bytes, updated at every event that
-// changes them, and an instant event ("ph":"i") per out-of-memory. Written as a stream:
-// memory does not grow with the trace.
+// chrome_export.cpp - Trace Event Format JSON (Perfetto, chrome://tracing), telling the
+// same story as the memviz snapshot of the same trace (docs/memviz.md):
+// - per device one counter track ("ph":"C", category "memory") with allocated, requested
+//   and reserved bytes. A block counts until its free completes (its fences), as the
+//   memviz timeline draws it; a free still pending when the trace ends completes at its
+//   last event, as in the memviz export. An RMM log's frees complete at once.
+// - per allocation an async slice ("b"/"e", category "allocation") from the alloc to the
+//   completion of its free, on the allocating thread's process; one never freed stays
+//   open to the end of the trace;
+// - an instant event ("ph":"i", category "oom") per out-of-memory, on its thread;
+// - process and thread names ("ph":"M").
+// Written as a stream: memory grows with the live blocks, not with the trace.
 #include <fmt/core.h>
 
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "exports.h"
@@ -12,53 +21,114 @@
 
 namespace luma::tools {
 
-void export_chrome(RecordedRun& run, std::ostream& out) {
-  const std::uint64_t pid = run.header().pid;
-  struct State {
-    std::uint64_t allocated = 0, reserved = 0;
-    std::unordered_map<std::uint64_t, std::uint64_t> live;
-  };
-  std::map<int, State> dev;
-  out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-  std::string cmd = run.header().command_line.empty() ? run.path() : run.header().command_line[0];
+namespace {
+std::string json_text(const std::string& raw) {
   std::string escaped;
-  for (char c : valid_utf8(cmd)) {  // JSON text is UTF-8: a Latin-1 name would break it
+  for (char c : valid_utf8(raw)) {  // JSON text is UTF-8: a Latin-1 name would break it
     if (c == '"' || c == '\\') escaped += '\\';
     if (static_cast<unsigned char>(c) >= 0x20) escaped += c;
   }
+  return escaped;
+}
+}  // namespace
+
+void export_chrome(RecordedRun& run, std::ostream& out) {
+  const std::uint64_t pid = run.header().pid;
+  struct Live {
+    std::uint64_t size, requested, id;
+    bool pending;
+  };
+  struct State {
+    std::uint64_t allocated = 0, requested = 0, reserved = 0;
+    std::unordered_map<std::uint64_t, Live> live;
+  };
+  std::map<int, State> dev;
+  std::set<std::uint64_t> threads;
+  const bool frees_at_once = run.frees_complete_at_once();
+  out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+  const std::string cmd =
+      run.header().command_line.empty() ? run.path() : run.header().command_line[0];
   out << fmt::format(
       "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"args\":{{\"name\":\"{} (luma)\"}}}}",
-      pid, escaped);
+      pid, json_text(cmd));
+  auto counter = [&](int device, const State& s, double ts) {
+    out << fmt::format(
+        ",\n{{\"name\":\"device {} memory\",\"cat\":\"memory\",\"ph\":\"C\",\"ts\":{:.3f},"
+        "\"pid\":{},\"args\":{{\"allocated\":{},\"requested\":{},\"reserved\":{}}}}}",
+        device, ts, pid, s.allocated, s.requested, s.reserved);
+  };
+  auto complete = [&](int device, State& s, std::uint64_t address, double ts) {
+    auto it = s.live.find(address);
+    if (it == s.live.end()) return false;
+    s.allocated -= it->second.size;
+    s.requested -= std::min(s.requested, it->second.requested);
+    out << fmt::format(
+        ",\n{{\"name\":\"allocation\",\"cat\":\"allocation\",\"ph\":\"e\",\"ts\":{:.3f},"
+        "\"pid\":{},\"id\":\"{}.{}\"}}",
+        ts, pid, device, it->second.id);
+    s.live.erase(it);
+    return true;
+  };
+  std::uint64_t last_ns = 0;
   run.read([&](const core::TraceEvent& e) {
     State& s = dev[e.device];
     const double ts = double(e.time_ns) / 1000.0;
+    last_ns = std::max(last_ns, e.time_ns);
+    if (threads.insert(e.thread).second)
+      out << fmt::format(
+          ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},"
+          "\"args\":{{\"name\":\"thread {}\"}}}}",
+          pid, e.thread, e.thread);
     switch (e.kind) {
-      case core::EventKind::alloc:
+      case core::EventKind::alloc: {
+        const std::uint64_t req = e.requested ? e.requested : e.size;
         s.allocated += e.size;
-        s.live[e.address] = e.size;
+        s.requested += req;
+        s.live[e.address] = {e.size, req, e.index, false};
+        out << fmt::format(
+            ",\n{{\"name\":\"allocation\",\"cat\":\"allocation\",\"ph\":\"b\",\"ts\":{:.3f},"
+            "\"pid\":{},\"tid\":{},\"id\":\"{}.{}\",\"args\":{{\"device\":{},\"address\":\"0x{:x}\","
+            "\"size\":{},\"requested\":{},\"stream\":{},\"event\":{}}}}}",
+            ts, pid, e.thread, e.device, e.index, e.device, e.address, e.size, req, e.stream,
+            e.index);
         break;
+      }
       case core::EventKind::free_requested: {
         auto it = s.live.find(e.address);
         if (it == s.live.end()) return;
-        s.allocated -= it->second;
-        s.live.erase(it);
+        if (!frees_at_once) {
+          it->second.pending = true;
+          return;  // nothing changes until the completion
+        }
+        complete(e.device, s, e.address, ts);
         break;
       }
+      case core::EventKind::free_completed:
+        if (!complete(e.device, s, e.address, ts)) return;
+        break;
       case core::EventKind::segment_reserve: s.reserved += e.size; break;
       case core::EventKind::segment_release: s.reserved -= std::min(s.reserved, e.size); break;
       case core::EventKind::oom:
         out << fmt::format(
-            ",\n{{\"name\":\"out of memory (device {})\",\"ph\":\"i\",\"s\":\"p\",\"ts\":{:.3f},"
-            "\"pid\":{},\"tid\":{},\"args\":{{\"requested\":{},\"event\":{}}}}}",
+            ",\n{{\"name\":\"out of memory (device {})\",\"cat\":\"oom\",\"ph\":\"i\",\"s\":\"t\","
+            "\"ts\":{:.3f},\"pid\":{},\"tid\":{},\"args\":{{\"requested\":{},\"event\":{}}}}}",
             e.device, ts, pid, e.thread, e.requested, e.index);
         return;
       default: return;
     }
-    out << fmt::format(
-        ",\n{{\"name\":\"device {} memory\",\"ph\":\"C\",\"ts\":{:.3f},\"pid\":{},"
-        "\"args\":{{\"allocated\":{},\"reserved\":{}}}}}",
-        e.device, ts, pid, s.allocated, s.reserved);
+    counter(e.device, s, ts);
   });
+  // Frees still pending when the trace ends complete there (the process exited).
+  const double end_ts = double(last_ns) / 1000.0;
+  for (auto& [device, s] : dev) {
+    std::vector<std::uint64_t> pending;
+    for (const auto& [address, l] : s.live)
+      if (l.pending) pending.push_back(address);
+    if (pending.empty()) continue;
+    std::sort(pending.begin(), pending.end());
+    for (std::uint64_t a : pending) complete(device, s, a, end_ts);
+    counter(device, s, end_ts);
+  }
   out << "\n]}\n";
 }
 

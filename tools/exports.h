@@ -16,7 +16,14 @@ namespace luma::tools {
 // only its 2 MiB segments.
 inline constexpr std::uint64_t kSmallSegmentBytes = 2u << 20;
 
-void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* symbolizer);
+// What of the run a memviz snapshot keeps (PyTorch's own keeps its last max_entries).
+struct MemvizOptions {
+  std::optional<std::uint64_t> last_entries;  // each device's last N trace entries
+  std::optional<std::uint64_t> from_ns, to_ns;  // events in [from, to] (trace time); the
+                                               // segments are the state at `to`
+};
+void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* symbolizer,
+                   const MemvizOptions& options = {});
 void export_chrome(RecordedRun& run, std::ostream& out);
 void export_rmm(RecordedRun& run, std::ostream& out);
 // device: which device's buffers (the CSV form has no device column); nullopt: the only
