@@ -7,9 +7,12 @@
 // proportion to the live state, not to the number of events.
 //
 // What the viewer needs that a luma trace does not say directly:
-// - Completions. An RMM log has none (its frees are immediate): each free_requested gets
-//   a free_completed right after it. A luma trace's frees still pending when the trace
-//   ends complete at its last event: the process exited and its memory went with it
+// - Segments and completions for an RMM log. It has neither (its frees are immediate,
+//   its pointers are read as buffer numbers): each buffer becomes its own segment, laid
+//   out one after another from 4 GiB (the viewer draws a block only inside a segment),
+//   reserved right before its alloc and released right after its free, which completes
+//   at once. A luma trace's frees still pending when the trace ends complete at its
+//   last event: the process exited and its memory went with it
 //   (PyTorch's viewer frees a block only at free_completed; without them every last block
 //   is drawn "waiting" and the timeline never comes down).
 // - Sizes: PyTorch records the requested size on alloc and free entries (the rounded
@@ -150,6 +153,52 @@ void write_settings(PickleWriter& p, const std::string& settings) {
   p.end_dict();
 }
 
+// The run's events; an RMM log's in the shape of a trace (see the top of the file).
+void read_events(RecordedRun& run, const core::TraceReader::EventFn& fn, bool progress) {
+  if (!run.frees_complete_at_once()) {
+    run.read(fn, progress);
+    return;
+  }
+  constexpr std::uint64_t kBase = 4ull << 30, kAlign = 512;
+  std::uint64_t next = kBase;
+  std::unordered_map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> where;
+  run.read(
+      [&](const core::TraceEvent& e) {
+        core::TraceEvent x = e;
+        switch (e.kind) {
+          case core::EventKind::alloc: {
+            const std::uint64_t size = std::max<std::uint64_t>(e.size, 1);
+            x.address = next;
+            x.size = size;
+            x.requested = e.requested ? e.requested : size;
+            where[e.address] = {next, size};
+            next += (size + kAlign - 1) / kAlign * kAlign;
+            core::TraceEvent seg = x;
+            seg.kind = core::EventKind::segment_reserve;
+            seg.requested = 0;
+            fn(seg);
+            fn(x);
+            return;
+          }
+          case core::EventKind::free_requested: {
+            auto it = where.find(e.address);
+            if (it == where.end()) return;
+            x.address = it->second.first;
+            x.size = it->second.second;
+            where.erase(it);
+            fn(x);
+            x.kind = core::EventKind::free_completed;
+            fn(x);
+            x.kind = core::EventKind::segment_release;
+            fn(x);
+            return;
+          }
+          default: fn(x); return;
+        }
+      },
+      progress);
+}
+
 }  // namespace
 
 void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
@@ -170,8 +219,7 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
   std::map<int, std::uint64_t> entries;  // per device, in the window
   std::uint64_t last_ns = 0;
   bool past_window = false;
-  const bool add_completions = run.frees_complete_at_once();
-  run.read([&](const core::TraceEvent& e) {
+  read_events(run, [&](const core::TraceEvent& e) {
     devices.insert(e.device);
     if (e.time_ns > to_ns) {
       past_window = true;
@@ -179,7 +227,7 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
     }
     last_ns = std::max(last_ns, e.time_ns);
     if (in_window(e.time_ns) && !action(e.kind).empty())
-      entries[e.device] += (e.kind == core::EventKind::free_requested && add_completions) ? 2 : 1;
+      ++entries[e.device];
     const auto who = std::make_pair(e.device, e.thread);
     switch (e.kind) {
       case core::EventKind::segment_reserve:
@@ -209,21 +257,19 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
       case core::EventKind::free_completed: blocks.erase(e.address); break;
       default: break;
     }
-  });
+  }, true);
   // Frees pending at the end of the trace complete there (not at a window's end: there
   // they are still pending).
   std::map<int, std::vector<std::uint64_t>> completed_at_end;
-  if (add_completions || !past_window) {
+  if (!past_window) {
     for (auto it = blocks.begin(); it != blocks.end();) {
       if (!it->second.pending) {
         ++it;
         continue;
       }
       const int device = it->second.device;
-      if (!add_completions) {
-        completed_at_end[device].push_back(it->first);
-        if (in_window(last_ns)) ++entries[device];
-      }
+      completed_at_end[device].push_back(it->first);
+      if (in_window(last_ns)) ++entries[device];
       it = blocks.erase(it);
     }
   }
@@ -327,7 +373,8 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
         p.key("frames"); frames.write(stack);
         p.end_dict();
       };
-      run.read(
+      read_events(
+          run,
           [&](const core::TraceEvent& e) {
             if (e.device != d || e.time_ns > to_ns) return;
             const bool show = in_window(e.time_ns);
@@ -340,14 +387,8 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
               case core::EventKind::free_completed: {
                 auto it = live.find(e.address);
                 const Live l = it != live.end() ? it->second : Live{e.size, e.stream, 0};
-                if (show) {
-                  entry(action(e.kind), e.address, l.requested, e.stream, e.time_ns, l.stack, false);
-                  if (add_completions && e.kind == core::EventKind::free_requested)
-                    entry("free_completed", e.address, l.requested, e.stream, e.time_ns, l.stack, false);
-                }
-                if (e.kind == core::EventKind::free_completed ||
-                    (add_completions && it != live.end()))
-                  live.erase(e.address);
+                if (show) entry(action(e.kind), e.address, l.requested, e.stream, e.time_ns, l.stack, false);
+                if (e.kind == core::EventKind::free_completed) live.erase(e.address);
                 break;
               }
               case core::EventKind::segment_reserve: {
