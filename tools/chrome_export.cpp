@@ -9,7 +9,9 @@
 //   open to the end of the trace;
 // - an instant event ("ph":"i", category "oom") per out-of-memory, on its thread;
 // - process and thread names ("ph":"M").
-// Written as a stream: memory grows with the live blocks, not with the trace.
+// --last N / --from / --to write part of the run (its counters start from the state at
+// the window's start). Written as a stream: memory grows with the live blocks, not with
+// the trace.
 #include <fmt/core.h>
 
 #include <map>
@@ -32,11 +34,20 @@ std::string json_text(const std::string& raw) {
 }
 }  // namespace
 
-void export_chrome(RecordedRun& run, std::ostream& out) {
+void export_chrome(RecordedRun& run, std::ostream& out, const WindowOptions& window) {
   const std::uint64_t pid = run.header().pid;
+  const std::uint64_t from_ns = window.from_ns.value_or(0);
+  const std::uint64_t to_ns = window.to_ns.value_or(UINT64_MAX);
+  if (from_ns > to_ns) throw std::runtime_error("the time window ends before it starts");
+  std::uint64_t first_index = 0;  // --last N: the events from this index on
+  if (window.last_events) {
+    std::uint64_t events = 0;
+    run.read([&](const core::TraceEvent&) { ++events; });
+    first_index = events > *window.last_events ? events - *window.last_events : 0;
+  }
   struct Live {
     std::uint64_t size, requested, id;
-    bool pending;
+    bool pending, shown;  // shown: its slice began in the output
   };
   struct State {
     std::uint64_t allocated = 0, requested = 0, reserved = 0;
@@ -57,12 +68,13 @@ void export_chrome(RecordedRun& run, std::ostream& out) {
         "\"pid\":{},\"args\":{{\"allocated\":{},\"requested\":{},\"reserved\":{}}}}}",
         device, ts, pid, s.allocated, s.requested, s.reserved);
   };
-  auto complete = [&](int device, State& s, std::uint64_t address, double ts) {
+  auto complete = [&](int device, State& s, std::uint64_t address, double ts, bool show) {
     auto it = s.live.find(address);
     if (it == s.live.end()) return false;
     s.allocated -= it->second.size;
     s.requested -= std::min(s.requested, it->second.requested);
-    out << fmt::format(
+    if (show && it->second.shown)
+      out << fmt::format(
         ",\n{{\"name\":\"allocation\",\"cat\":\"allocation\",\"ph\":\"e\",\"ts\":{:.3f},"
         "\"pid\":{},\"id\":\"{}.{}\"}}",
         ts, pid, device, it->second.id);
@@ -70,11 +82,17 @@ void export_chrome(RecordedRun& run, std::ostream& out) {
     return true;
   };
   std::uint64_t last_ns = 0;
+  bool past_window = false;
   run.read([&](const core::TraceEvent& e) {
+    if (e.time_ns > to_ns) {
+      past_window = true;
+      return;
+    }
     State& s = dev[e.device];
     const double ts = double(e.time_ns) / 1000.0;
     last_ns = std::max(last_ns, e.time_ns);
-    if (threads.insert(e.thread).second)
+    const bool show = e.index >= first_index && e.time_ns >= from_ns;
+    if (show && threads.insert(e.thread).second)
       out << fmt::format(
           ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},"
           "\"args\":{{\"name\":\"thread {}\"}}}}",
@@ -84,13 +102,13 @@ void export_chrome(RecordedRun& run, std::ostream& out) {
         const std::uint64_t req = e.requested ? e.requested : e.size;
         s.allocated += e.size;
         s.requested += req;
-        s.live[e.address] = {e.size, req, e.index, false};
-        out << fmt::format(
-            ",\n{{\"name\":\"allocation\",\"cat\":\"allocation\",\"ph\":\"b\",\"ts\":{:.3f},"
-            "\"pid\":{},\"tid\":{},\"id\":\"{}.{}\",\"args\":{{\"device\":{},\"address\":\"0x{:x}\","
-            "\"size\":{},\"requested\":{},\"stream\":{},\"event\":{}}}}}",
-            ts, pid, e.thread, e.device, e.index, e.device, e.address, e.size, req, e.stream,
-            e.index);
+        s.live[e.address] = {e.size, req, e.index, false, show};
+        if (show)
+          out << fmt::format(
+              ",\n{{\"name\":\"allocation\",\"cat\":\"allocation\",\"ph\":\"b\",\"ts\":{:.3f},"
+              "\"pid\":{},\"tid\":{},\"id\":\"{}.{}\",\"args\":{{\"address\":\"0x{:x}\","
+              "\"size\":{},\"requested\":{},\"stream\":{}}}}}",
+              ts, pid, e.thread, e.device, e.index, e.address, e.size, req, e.stream);
         break;
       }
       case core::EventKind::free_requested: {
@@ -100,15 +118,16 @@ void export_chrome(RecordedRun& run, std::ostream& out) {
           it->second.pending = true;
           return;  // nothing changes until the completion
         }
-        complete(e.device, s, e.address, ts);
+        complete(e.device, s, e.address, ts, show);
         break;
       }
       case core::EventKind::free_completed:
-        if (!complete(e.device, s, e.address, ts)) return;
+        if (!complete(e.device, s, e.address, ts, show)) return;
         break;
       case core::EventKind::segment_reserve: s.reserved += e.size; break;
       case core::EventKind::segment_release: s.reserved -= std::min(s.reserved, e.size); break;
       case core::EventKind::oom:
+        if (!show) return;
         out << fmt::format(
             ",\n{{\"name\":\"out of memory (device {})\",\"cat\":\"oom\",\"ph\":\"i\",\"s\":\"t\","
             "\"ts\":{:.3f},\"pid\":{},\"tid\":{},\"args\":{{\"requested\":{},\"event\":{}}}}}",
@@ -116,17 +135,19 @@ void export_chrome(RecordedRun& run, std::ostream& out) {
         return;
       default: return;
     }
-    counter(e.device, s, ts);
+    if (show) counter(e.device, s, ts);
   });
-  // Frees still pending when the trace ends complete there (the process exited).
+  // Frees still pending when the trace ends complete there (the process exited); at the
+  // end of a --to window they are still pending.
   const double end_ts = double(last_ns) / 1000.0;
   for (auto& [device, s] : dev) {
+    if (past_window) break;
     std::vector<std::uint64_t> pending;
     for (const auto& [address, l] : s.live)
       if (l.pending) pending.push_back(address);
     if (pending.empty()) continue;
     std::sort(pending.begin(), pending.end());
-    for (std::uint64_t a : pending) complete(device, s, a, end_ts);
+    for (std::uint64_t a : pending) complete(device, s, a, end_ts, true);
     counter(device, s, end_ts);
   }
   out << "\n]}\n";

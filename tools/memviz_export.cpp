@@ -23,7 +23,9 @@
 // - time_us: microseconds since 1970, the header's wall-clock start plus the event time.
 // - oom's device_free: the device's total memory (header) less what luma had reserved
 //   then; the trace does not hold the driver's figure.
+#include <charconv>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -115,11 +117,17 @@ void write_settings(PickleWriter& p, const std::string& settings) {
     const auto colon = kv.find(':');
     if (colon != std::string::npos) luma[kv.substr(0, colon)] = kv.substr(colon + 1);
   }
-  auto numeric = [](const std::string& v) {
-    return !v.empty() && v.size() < 19 && v.find_first_not_of("0123456789") == std::string::npos;
+  // A number; SIZE_MAX (luma's "no limit") as -1, which is how PyTorch writes its own.
+  auto number = [](const std::string& v) -> std::optional<std::int64_t> {
+    std::uint64_t n = 0;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (v.empty() || ec != std::errc{} || end != v.data() + v.size()) return std::nullopt;
+    if (n == UINT64_MAX) return -1;
+    if (n > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
+    return static_cast<std::int64_t>(n);
   };
   auto value = [&](const std::string& v) {
-    if (numeric(v)) p.integer(std::stoll(v));
+    if (auto n = number(v)) p.integer(*n);
     else if (v == "true" || v == "false") p.boolean(v == "true");
     else p.text(v);
   };
@@ -129,7 +137,7 @@ void write_settings(PickleWriter& p, const std::string& settings) {
   p.key("max_split_size");
   // PyTorch writes int64(SIZE_MAX), i.e. -1, for "no limit".
   auto split = luma.find("max_split_size");
-  p.integer(split != luma.end() && numeric(split->second) ? std::stoll(split->second) : -1);
+  p.integer(split != luma.end() ? number(split->second).value_or(-1) : -1);
   p.key("garbage_collection_threshold");
   p.real(0.0);
   p.key("expandable_segments");
@@ -202,7 +210,7 @@ void read_events(RecordedRun& run, const core::TraceReader::EventFn& fn, bool pr
 }  // namespace
 
 void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
-                   const MemvizOptions& options) {
+                   const WindowOptions& options) {
   const std::uint64_t from_ns = options.from_ns.value_or(0);
   const std::uint64_t to_ns = options.to_ns.value_or(UINT64_MAX);
   if (from_ns > to_ns) throw std::runtime_error("the time window ends before it starts");
@@ -346,7 +354,7 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
       // The first entries to leave out: --last N keeps a device's last N.
       const std::uint64_t total = entries[d];
       const std::uint64_t skip =
-          options.last_entries && total > *options.last_entries ? total - *options.last_entries : 0;
+          options.last_events && total > *options.last_events ? total - *options.last_events : 0;
       std::uint64_t number = 0;
       struct Live {
         std::uint64_t requested, stream;

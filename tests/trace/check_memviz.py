@@ -252,6 +252,8 @@ def check_settings(settings):
         for k, v in d.items():
             if isinstance(v, dict):
                 no_text_numbers(v, where + "." + k)
+            elif is_int(v):
+                check_int(v, "%s.%s" % (where, k), signed=True)  # the page's JSON.stringify
             elif isinstance(v, str) and k != "PYTORCH_CUDA_ALLOC_CONF" and (
                     v.isdigit() or v in ("true", "false", "True", "False")):
                 fail("allocator_settings %s.%s is the text %r, not a number or bool" % (where, k, v))

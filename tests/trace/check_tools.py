@@ -32,7 +32,8 @@ End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
              pending at the end completed there, time_us since 1970, requested sizes and
              frames on every entry, frame lists shared, typed allocator_settings
   memviz_window  --last N keeps each device's last N entries, --from/--to a time window
-             with the segments as they were at its end; both still replay in the viewer
+             with the segments as they were at its end; both still replay in the viewer;
+             the chrome export's --last N keeps the run's last N events
   chrome_story  the chrome JSON tells the memviz timeline's story: its requested counter
              is the timeline's total at every step, it drops at completion; thread names,
              categories and one allocation slice per alloc
@@ -498,8 +499,22 @@ def case_memviz_window():
     want = [e for t in whole["device_traces"] for e in t if lo <= e["time_us"] <= hi]
     assert len(kept) == len(want), (len(kept), len(want))
     viewer(win)
-    p = run("export", big, "-f", "chrome", "--last", "5", "-o", os.path.join(WORK, "x.json"), expect=1)
-    assert "memviz only" in p.stderr, p.stderr
+    p = run("export", big, "-f", "rmm", "--last", "5", "-o", os.path.join(WORK, "x.csv"), expect=1)
+    assert "memviz and chrome only" in p.stderr, p.stderr
+    # The chrome export keeps the run's last N events: its counters end where the whole
+    # export's end, its slices are those of the allocations in the window.
+    whole_json = os.path.join(WORK, "window-full.json")
+    last_json = os.path.join(WORK, "window-last.json")
+    run("export", big, "-f", "chrome", "-o", whole_json)
+    run("export", big, "-f", "chrome", "--last", "100", "-o", last_json)
+    w = json.loads(open(whole_json, "rb").read())["traceEvents"]
+    l = json.loads(open(last_json, "rb").read())["traceEvents"]
+    wc = [e for e in w if e["ph"] == "C"]
+    lc = [e for e in l if e["ph"] == "C"]
+    assert 0 < len(lc) <= 100 and lc == wc[-len(lc):], (len(lc), len(wc))
+    begins = {e["id"] for e in l if e["ph"] == "b"}
+    assert {e["id"] for e in l if e["ph"] == "e"} <= begins
+    assert os.path.getsize(last_json) < os.path.getsize(whole_json) / 5
 
 
 def case_chrome_story():
