@@ -1,9 +1,11 @@
 // chrome_export.cpp - Trace Event Format JSON (Perfetto, chrome://tracing), telling the
 // same story as the memviz snapshot of the same trace (docs/memviz.md):
-// - per device one counter track ("ph":"C", category "memory") with allocated, requested
-//   and reserved bytes. A block counts until its free completes (its fences), as the
-//   memviz timeline draws it; a free still pending when the trace ends completes at its
-//   last event, as in the memviz export. An RMM log's frees complete at once.
+// - per device one counter track ("ph":"C", category "memory"): `allocated` (block bytes,
+//   down at the free request: `luma stats`' allocated), `active` (block bytes, down when
+//   the free completes, its fences done: PyTorch's "active"), `active_requested` (the same
+//   in requested bytes: the memviz Active Memory Timeline's total) and `reserved`. A free
+//   still pending when the trace ends completes at its last event, as in the memviz
+//   export; an RMM log's frees complete at once.
 // - per allocation an async slice ("b"/"e", category "allocation") from the alloc to the
 //   completion of its free, on the allocating thread's process; one never freed stays
 //   open to the end of the trace;
@@ -50,7 +52,7 @@ void export_chrome(RecordedRun& run, std::ostream& out, const WindowOptions& win
     bool pending, shown;  // shown: its slice began in the output
   };
   struct State {
-    std::uint64_t allocated = 0, requested = 0, reserved = 0;
+    std::uint64_t allocated = 0, active = 0, requested = 0, reserved = 0;
     std::unordered_map<std::uint64_t, Live> live;
   };
   std::map<int, State> dev;
@@ -65,13 +67,15 @@ void export_chrome(RecordedRun& run, std::ostream& out, const WindowOptions& win
   auto counter = [&](int device, const State& s, double ts) {
     out << fmt::format(
         ",\n{{\"name\":\"device {} memory\",\"cat\":\"memory\",\"ph\":\"C\",\"ts\":{:.3f},"
-        "\"pid\":{},\"args\":{{\"allocated\":{},\"requested\":{},\"reserved\":{}}}}}",
-        device, ts, pid, s.allocated, s.requested, s.reserved);
+        "\"pid\":{},\"args\":{{\"allocated\":{},\"active\":{},\"active_requested\":{},"
+        "\"reserved\":{}}}}}",
+        device, ts, pid, s.allocated, s.active, s.requested, s.reserved);
   };
   auto complete = [&](int device, State& s, std::uint64_t address, double ts, bool show) {
     auto it = s.live.find(address);
     if (it == s.live.end()) return false;
-    s.allocated -= it->second.size;
+    if (!it->second.pending) s.allocated -= it->second.size;
+    s.active -= it->second.size;
     s.requested -= std::min(s.requested, it->second.requested);
     if (show && it->second.shown)
       out << fmt::format(
@@ -101,6 +105,7 @@ void export_chrome(RecordedRun& run, std::ostream& out, const WindowOptions& win
       case core::EventKind::alloc: {
         const std::uint64_t req = e.requested ? e.requested : e.size;
         s.allocated += e.size;
+        s.active += e.size;
         s.requested += req;
         s.live[e.address] = {e.size, req, e.index, false, show};
         if (show)
@@ -114,11 +119,13 @@ void export_chrome(RecordedRun& run, std::ostream& out, const WindowOptions& win
       case core::EventKind::free_requested: {
         auto it = s.live.find(e.address);
         if (it == s.live.end()) return;
-        if (!frees_at_once) {
-          it->second.pending = true;
-          return;  // nothing changes until the completion
+        if (frees_at_once) {
+          complete(e.device, s, e.address, ts, show);
+          break;
         }
-        complete(e.device, s, e.address, ts, show);
+        if (it->second.pending) return;
+        it->second.pending = true;  // allocated drops now; active at the completion
+        s.allocated -= it->second.size;
         break;
       }
       case core::EventKind::free_completed:

@@ -34,8 +34,9 @@ End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
   memviz_window  --last N keeps each device's last N entries, --from/--to a time window
              with the segments as they were at its end; both still replay in the viewer;
              the chrome export's --last N keeps the run's last N events
-  chrome_story  the chrome JSON tells the memviz timeline's story: its requested counter
-             is the timeline's total at every step, it drops at completion; thread names,
+  chrome_story  the chrome JSON tells the memviz timeline's story: its active_requested
+             counter is the timeline's total at every step (down at completion), its
+             allocated `luma stats`' (down at the free request); thread names,
              categories and one allocation slice per alloc
   outputs    an export follows a link to its target, leaves a user's FILE.tmp alone, writes
              to standard output (-, /dev/stdout) and a FIFO, leaves nothing when it fails
@@ -531,11 +532,13 @@ def case_chrome_story():
             # The viewer's timeline and the counter reach the same totals, step for step
             # (the counter is written where the total or the reservation changes).
             steps = [x for i, x in enumerate(timeline(trace)) if i == 0 or x != timeline(trace)[i - 1]]
-            got = [c["requested"] for i, c in enumerate(counters)
-                   if i == 0 or c["requested"] != counters[i - 1]["requested"]]
+            got = [c["active_requested"] for i, c in enumerate(counters)
+                   if i == 0 or c["active_requested"] != counters[i - 1]["active_requested"]]
             assert [x for x in steps if x] == [x for x in got if x], (d, steps, got)
             if counters:
-                assert counters[-1]["requested"] == timeline(trace)[-1], (counters[-1], timeline(trace)[-1])
+                assert counters[-1]["active_requested"] == timeline(trace)[-1], (counters[-1], timeline(trace)[-1])
+            # allocated is luma stats' (down at the free request), never above active.
+            assert all(c["allocated"] <= c["active"] for c in counters), counters
         assert all("cat" in e for e in ev if e["ph"] != "M"), "an event without a category"
         begins = [e for e in ev if e["ph"] == "b"]
         ends = [e for e in ev if e["ph"] == "e"]
