@@ -16,9 +16,12 @@
 // the trace.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <unordered_map>
+#include <vector>
 
 #include "exports.h"
 #include "utf8_text.h"

@@ -23,11 +23,13 @@
 // - time_us: microseconds since 1970, the header's wall-clock start plus the event time.
 // - oom's device_free: the device's total memory (header) less what luma had reserved
 //   then; the trace does not hold the driver's figure.
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "exports.h"
