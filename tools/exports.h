@@ -16,8 +16,17 @@ namespace luma::tools {
 // only its 2 MiB segments.
 inline constexpr std::uint64_t kSmallSegmentBytes = 2u << 20;
 
-void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* symbolizer);
-void export_chrome(RecordedRun& run, std::ostream& out);
+// What part of the run an export keeps (PyTorch's own snapshot keeps its last
+// max_entries): memviz, each device's last N trace entries; chrome, the last N events of
+// the run; both, the events in [from, to] (ns of trace time). A memviz snapshot's
+// segments are the state at `to`.
+struct WindowOptions {
+  std::optional<std::uint64_t> last_events;
+  std::optional<std::uint64_t> from_ns, to_ns;
+};
+void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* symbolizer,
+                   const WindowOptions& window = {});
+void export_chrome(RecordedRun& run, std::ostream& out, const WindowOptions& window = {});
 void export_rmm(RecordedRun& run, std::ostream& out);
 // device: which device's buffers (the CSV form has no device column); nullopt: the only
 // device of the run, an error when there are several.

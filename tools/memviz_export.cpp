@@ -1,14 +1,36 @@
-// memviz_export.cpp - the snapshot PyTorch's memory viewer opens
-// (torch.cuda.memory._dump_snapshot's schema, ../shared/notes/reference-systems.md):
-// {segments, device_traces, allocator_settings}. Segments and their blocks are the state
-// at the end of the trace; device_traces list every event per device. One pass for the
-// final state, one per device for its trace, so memory stays in proportion to the live
-// state, not to the number of events. An RMM log has no completion events (its frees are
-// immediate), so it gets a free_completed right after each free_requested: PyTorch's
-// viewer frees a block only at free / free_completed.
+// memviz_export.cpp - the snapshot PyTorch's memory viewer opens (MemoryViz.js and
+// `python -m torch.cuda._memory_viz`), with the fields, types and units PyTorch's own
+// torch.cuda.memory._snapshot() writes (docs/memviz.md lists them and what luma puts in
+// each): {segments, device_traces, allocator_settings}. Segments and their blocks are the
+// state at the end of the (possibly windowed) trace; device_traces list the events per
+// device. One pass for the final state, one per device for its trace, so memory stays in
+// proportion to the live state, not to the number of events.
+//
+// What the viewer needs that a luma trace does not say directly:
+// - Segments and completions for an RMM log. It has neither (its frees are immediate,
+//   its pointers are read as buffer numbers): each buffer becomes its own segment, laid
+//   out one after another from 4 GiB (the viewer draws a block only inside a segment),
+//   reserved right before its alloc and released right after its free, which completes
+//   at once. A luma trace's frees still pending when the trace ends complete at its
+//   last event: the process exited and its memory went with it
+//   (PyTorch's viewer frees a block only at free_completed; without them every last block
+//   is drawn "waiting" and the timeline never comes down).
+// - Sizes: PyTorch records the requested size on alloc and free entries (the rounded
+//   size is the block's `size` in the segments); a free's is its alloc's.
+// - Frames on every entry: a free carries its alloc's stack, a segment the stack of the
+//   allocation it was reserved for (the next alloc of the same thread), as PyTorch
+//   records the allocating context when no other is known.
+// - time_us: microseconds since 1970, the header's wall-clock start plus the event time.
+// - oom's device_free: the device's total memory (header) less what luma had reserved
+//   then; the trace does not hold the driver's figure.
+#include <algorithm>
+#include <charconv>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <stdexcept>
+#include <unordered_map>
 
 #include "exports.h"
 #include "pickle_writer.h"
@@ -21,38 +43,57 @@ namespace {
 struct Segment {
   int device = 0;
   std::uint64_t size = 0, stream = 0;
+  std::uint32_t stack = 0;
 };
 struct Block {
+  int device = 0;
   std::uint64_t size = 0, requested = 0;
   bool pending = false;  // freed, fences not yet completed
   std::uint32_t stack = 0;
 };
 
-void frames(PickleWriter& p, RecordedRun& run, Symbolizer* sym, std::uint32_t stack) {
-  p.begin_list();
-  for (std::uint64_t a : run.stack(stack)) {
-    p.begin_dict();
-    p.text("filename");
-    if (sym) {
-      const Frame& f = sym->frame(a);
-      p.text(f.file.empty() ? "??" : f.file);
-      p.text("line");
-      p.integer(f.line);
-      p.text("name");
-      p.text(f.function);
-    } else {
-      p.text("??");
-      p.text("line");
-      p.integer(0);
-      p.text("name");
-      std::ostringstream s;
-      s << "0x" << std::hex << a;
-      p.text(s.str());
+// Frames are written once per stack and shared through the pickle's memo, as PyTorch's
+// pickler shares its frame lists (a 60,000-event run otherwise repeats them 60,000 times).
+class FrameWriter {
+ public:
+  FrameWriter(PickleWriter& p, RecordedRun& run, Symbolizer* sym) : p_(p), run_(run), sym_(sym) {}
+  void write(std::uint32_t stack) {
+    auto it = memo_.find(stack);
+    if (it != memo_.end()) {
+      p_.memo_get(it->second);
+      return;
     }
-    p.end_dict();
+    p_.begin_list();
+    for (std::uint64_t a : run_.stack(stack)) {
+      p_.begin_dict();
+      p_.key("filename");
+      if (sym_) {
+        const Frame& f = sym_->frame(a);
+        p_.text(f.file.empty() ? "??" : f.file);
+        p_.key("line");
+        p_.integer(f.line);
+        p_.key("name");
+        p_.text(f.function);
+      } else {
+        p_.key("??");
+        p_.key("line");
+        p_.integer(0);
+        p_.key("name");
+        std::ostringstream s;
+        s << "0x" << std::hex << a;
+        p_.text(s.str());
+      }
+      p_.end_dict();
+    }
+    memo_.emplace(stack, p_.end_list_memoized());
   }
-  p.end_list();
-}
+
+ private:
+  PickleWriter& p_;
+  RecordedRun& run_;
+  Symbolizer* sym_;
+  std::unordered_map<std::uint32_t, std::uint32_t> memo_;
+};
 
 std::string_view action(core::EventKind k) {
   switch (k) {
@@ -67,19 +108,157 @@ std::string_view action(core::EventKind k) {
   return "";
 }
 
+// The settings in force: PyTorch's keys (what its settings view and tools expect) with
+// luma's counterparts where there is one, and luma's own under "luma", typed: numbers
+// as ints, true/false as booleans.
+void write_settings(PickleWriter& p, const std::string& settings) {
+  std::map<std::string, std::string> luma;
+  std::istringstream in(settings);
+  std::string kv;
+  while (std::getline(in, kv, ',')) {
+    const auto colon = kv.find(':');
+    if (colon != std::string::npos) luma[kv.substr(0, colon)] = kv.substr(colon + 1);
+  }
+  // A number; SIZE_MAX (luma's "no limit") as -1, which is how PyTorch writes its own.
+  auto number = [](const std::string& v) -> std::optional<std::int64_t> {
+    std::uint64_t n = 0;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (v.empty() || ec != std::errc{} || end != v.data() + v.size()) return std::nullopt;
+    if (n == UINT64_MAX) return -1;
+    if (n > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
+    return static_cast<std::int64_t>(n);
+  };
+  auto value = [&](const std::string& v) {
+    if (auto n = number(v)) p.integer(*n);
+    else if (v == "true" || v == "false") p.boolean(v == "true");
+    else p.text(v);
+  };
+  p.begin_dict();
+  p.key("PYTORCH_CUDA_ALLOC_CONF");
+  p.text(settings);  // the LUMA_CONF form: what configured this allocator
+  p.key("max_split_size");
+  // PyTorch writes int64(SIZE_MAX), i.e. -1, for "no limit".
+  auto split = luma.find("max_split_size");
+  p.integer(split != luma.end() ? number(split->second).value_or(-1) : -1);
+  p.key("garbage_collection_threshold");
+  p.real(0.0);
+  p.key("expandable_segments");
+  p.boolean(false);
+  p.key("pinned_num_register_threads");
+  p.integer(1);
+  p.key("release_lock_on_cudamalloc");
+  p.boolean(false);
+  p.key("pinned_use_cuda_host_register");
+  p.boolean(false);
+  p.key("roundup_power2_divisions");
+  p.begin_dict();
+  p.end_dict();
+  p.key("luma");
+  p.begin_dict();
+  for (const auto& [k, v] : luma) {
+    p.text(k);
+    value(v);
+  }
+  p.end_dict();
+  p.end_dict();
+}
+
+// The run's events; an RMM log's in the shape of a trace (see the top of the file).
+void read_events(RecordedRun& run, const core::TraceReader::EventFn& fn, bool progress) {
+  if (!run.frees_complete_at_once()) {
+    run.read(fn, progress);
+    return;
+  }
+  constexpr std::uint64_t kBase = 4ull << 30, kAlign = 512;
+  std::uint64_t next = kBase;
+  std::unordered_map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> where;
+  run.read(
+      [&](const core::TraceEvent& e) {
+        core::TraceEvent x = e;
+        switch (e.kind) {
+          case core::EventKind::alloc: {
+            const std::uint64_t size = std::max<std::uint64_t>(e.size, 1);
+            x.address = next;
+            x.size = size;
+            x.requested = e.requested ? e.requested : size;
+            where[e.address] = {next, size};
+            next += (size + kAlign - 1) / kAlign * kAlign;
+            core::TraceEvent seg = x;
+            seg.kind = core::EventKind::segment_reserve;
+            seg.requested = 0;
+            fn(seg);
+            fn(x);
+            return;
+          }
+          case core::EventKind::free_requested: {
+            auto it = where.find(e.address);
+            if (it == where.end()) return;
+            x.address = it->second.first;
+            x.size = it->second.second;
+            where.erase(it);
+            fn(x);
+            x.kind = core::EventKind::free_completed;
+            fn(x);
+            x.kind = core::EventKind::segment_release;
+            fn(x);
+            return;
+          }
+          default: fn(x); return;
+        }
+      },
+      progress);
+}
+
 }  // namespace
 
-void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym) {
+void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
+                   const WindowOptions& options) {
+  const std::uint64_t from_ns = options.from_ns.value_or(0);
+  const std::uint64_t to_ns = options.to_ns.value_or(UINT64_MAX);
+  if (from_ns > to_ns) throw std::runtime_error("the time window ends before it starts");
+  auto in_window = [&](std::uint64_t t) { return t >= from_ns && t <= to_ns; };
+
+  // Pass 1: the state at the window's end, segment stacks, and entries per device.
   std::map<std::uint64_t, Segment> segments;
   std::map<std::uint64_t, Block> blocks;
   std::set<int> devices;
-  const bool add_completions = run.frees_complete_at_once();
-  run.read([&](const core::TraceEvent& e) {
+  std::unordered_map<std::uint64_t, std::uint32_t> segment_stack;  // reserve index -> stack
+  // Segments reserved by a thread whose alloc has not come yet: (device, thread) -> bases.
+  std::map<std::pair<int, std::uint64_t>, std::vector<std::pair<std::uint64_t, std::uint64_t>>>
+      awaiting_alloc;
+  std::map<int, std::uint64_t> entries;  // per device, in the window
+  std::uint64_t last_ns = 0;
+  bool past_window = false;
+  read_events(run, [&](const core::TraceEvent& e) {
     devices.insert(e.device);
+    if (e.time_ns > to_ns) {
+      past_window = true;
+      return;
+    }
+    last_ns = std::max(last_ns, e.time_ns);
+    if (in_window(e.time_ns) && !action(e.kind).empty())
+      ++entries[e.device];
+    const auto who = std::make_pair(e.device, e.thread);
     switch (e.kind) {
-      case core::EventKind::segment_reserve: segments[e.address] = {e.device, e.size, e.stream}; break;
+      case core::EventKind::segment_reserve:
+        segments[e.address] = {e.device, e.size, e.stream, 0};
+        awaiting_alloc[who].emplace_back(e.address, e.index);
+        break;
       case core::EventKind::segment_release: segments.erase(e.address); break;
-      case core::EventKind::alloc: blocks[e.address] = {e.size, e.requested, false, e.stack}; break;
+      case core::EventKind::alloc: {
+        blocks[e.address] = {e.device, e.size, e.requested, false, e.stack};
+        auto it = awaiting_alloc.find(who);
+        if (it != awaiting_alloc.end()) {
+          for (const auto& [base, index] : it->second) {
+            if (e.stack) segment_stack[index] = e.stack;
+            auto s = segments.find(base);
+            if (s != segments.end()) s->second.stack = e.stack;
+          }
+          awaiting_alloc.erase(it);
+        }
+        break;
+      }
+      case core::EventKind::oom: awaiting_alloc.erase(who); break;  // that call failed
       case core::EventKind::free_requested: {
         auto it = blocks.find(e.address);
         if (it != blocks.end()) it->second.pending = true;
@@ -88,13 +267,31 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym) {
       case core::EventKind::free_completed: blocks.erase(e.address); break;
       default: break;
     }
-  });
-  if (add_completions) std::erase_if(blocks, [](const auto& b) { return b.second.pending; });
+  }, true);
+  // Frees pending at the end of the trace complete there (not at a window's end: there
+  // they are still pending).
+  std::map<int, std::vector<std::uint64_t>> completed_at_end;
+  if (!past_window) {
+    for (auto it = blocks.begin(); it != blocks.end();) {
+      if (!it->second.pending) {
+        ++it;
+        continue;
+      }
+      const int device = it->second.device;
+      completed_at_end[device].push_back(it->first);
+      if (in_window(last_ns)) ++entries[device];
+      it = blocks.erase(it);
+    }
+  }
   for (const auto& d : run.header().devices) devices.insert(static_cast<int>(d.index));
+  std::map<int, std::uint64_t> device_total;
+  for (const auto& d : run.header().devices) device_total[static_cast<int>(d.index)] = d.total_bytes;
+  const std::uint64_t start_us = run.header().start_unix_ns / 1000;
 
   PickleWriter p(out);
+  FrameWriter frames(p, run, sym);
   p.begin_dict();
-  p.text("segments");
+  p.key("segments");
   p.begin_list();
   for (const auto& [base, s] : segments) {
     // Blocks inside the segment; the gaps between them are inactive (free) blocks.
@@ -102,45 +299,45 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym) {
     auto first = blocks.lower_bound(base);
     auto last = blocks.lower_bound(base + s.size);
     for (auto it = first; it != last; ++it) {
+      // As PyTorch counts: allocated excludes blocks waiting for their fences; active
+      // and requested include them.
       active += it->second.size;
-      if (!it->second.pending) {
-        allocated += it->second.size;
-        requested += it->second.requested;
-      }
+      requested += it->second.requested;
+      if (!it->second.pending) allocated += it->second.size;
     }
     p.begin_dict();
-    p.text("device"); p.integer(s.device);
-    p.text("address"); p.unsigned_integer(base);
-    p.text("total_size"); p.unsigned_integer(s.size);
-    p.text("allocated_size"); p.unsigned_integer(allocated);
-    p.text("active_size"); p.unsigned_integer(active);
-    p.text("requested_size"); p.unsigned_integer(requested);
-    p.text("stream"); p.unsigned_integer(s.stream);
-    p.text("segment_type"); p.text(s.size <= kSmallSegmentBytes ? "small" : "large");
-    p.text("segment_pool_id"); p.pair(0, 0);
-    p.text("is_expandable"); p.integer(0);
-    p.text("frames"); p.begin_list(); p.end_list();
-    p.text("blocks");
+    p.key("device"); p.integer(s.device);
+    p.key("address"); p.unsigned_integer(base);
+    p.key("total_size"); p.unsigned_integer(s.size);
+    p.key("allocated_size"); p.unsigned_integer(allocated);
+    p.key("active_size"); p.unsigned_integer(active);
+    p.key("requested_size"); p.unsigned_integer(requested);
+    p.key("stream"); p.unsigned_integer(s.stream);
+    p.key("segment_type"); p.key(s.size <= kSmallSegmentBytes ? "small" : "large");
+    p.key("segment_pool_id"); p.pair(0, 0);
+    p.key("is_expandable"); p.boolean(false);
+    p.key("frames"); frames.write(s.stack);
+    p.key("blocks");
     p.begin_list();
     std::uint64_t at = base;
     auto gap = [&](std::uint64_t to) {
       if (to <= at) return;
       p.begin_dict();
-      p.text("address"); p.unsigned_integer(at);
-      p.text("size"); p.unsigned_integer(to - at);
-      p.text("requested_size"); p.integer(0);
-      p.text("state"); p.text("inactive");
-      p.text("frames"); p.begin_list(); p.end_list();
+      p.key("address"); p.unsigned_integer(at);
+      p.key("size"); p.unsigned_integer(to - at);
+      p.key("requested_size"); p.integer(0);
+      p.key("state"); p.key("inactive");
+      p.key("frames"); frames.write(0);
       p.end_dict();
     };
     for (auto it = first; it != last; ++it) {
       gap(it->first);
       p.begin_dict();
-      p.text("address"); p.unsigned_integer(it->first);
-      p.text("size"); p.unsigned_integer(it->second.size);
-      p.text("requested_size"); p.unsigned_integer(it->second.requested);
-      p.text("state"); p.text(it->second.pending ? "active_pending_free" : "active_allocated");
-      p.text("frames"); frames(p, run, sym, it->second.stack);
+      p.key("address"); p.unsigned_integer(it->first);
+      p.key("size"); p.unsigned_integer(it->second.size);
+      p.key("requested_size"); p.unsigned_integer(it->second.requested);
+      p.key("state"); p.key(it->second.pending ? "active_pending_free" : "active_allocated");
+      p.key("frames"); frames.write(it->second.stack);
       p.end_dict();
       at = std::max(at, it->first + it->second.size);
     }
@@ -150,52 +347,95 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym) {
   }
   p.end_list();
 
-  p.text("device_traces");
+  p.key("device_traces");
   p.begin_list();
   const int max_device = devices.empty() ? -1 : *devices.rbegin();
   for (int d = 0; d <= max_device; ++d) {
     p.begin_list();
     if (devices.count(d)) {
-      run.read(
+      // The first entries to leave out: --last N keeps a device's last N.
+      const std::uint64_t total = entries[d];
+      const std::uint64_t skip =
+          options.last_events && total > *options.last_events ? total - *options.last_events : 0;
+      std::uint64_t number = 0;
+      struct Live {
+        std::uint64_t requested, stream;
+        std::uint32_t stack;
+      };
+      std::unordered_map<std::uint64_t, Live> live;
+      std::unordered_map<std::uint64_t, std::uint32_t> live_segments;  // base -> stack
+      std::uint64_t reserved = 0;
+      auto entry = [&](std::string_view name, std::uint64_t addr, std::uint64_t size,
+                       std::uint64_t stream, std::uint64_t time_ns, std::uint32_t stack,
+                       bool oom) {
+        if (number++ < skip) return;
+        p.begin_dict();
+        p.key("action"); p.key(name);
+        if (oom) {
+          const std::uint64_t total_bytes = device_total[d];
+          p.key("device_free"); p.unsigned_integer(total_bytes > reserved ? total_bytes - reserved : 0);
+        } else {
+          p.key("addr"); p.unsigned_integer(addr);
+        }
+        p.key("size"); p.unsigned_integer(size);
+        p.key("stream"); p.unsigned_integer(stream);
+        p.key("time_us"); p.unsigned_integer(start_us + time_ns / 1000);
+        p.key("frames"); frames.write(stack);
+        p.end_dict();
+      };
+      read_events(
+          run,
           [&](const core::TraceEvent& e) {
-            if (e.device != d) return;
-            const std::string_view a = action(e.kind);
-            if (a.empty()) return;
-            auto entry = [&](std::string_view name) {
-              p.begin_dict();
-              p.text("action"); p.text(name);
-              p.text("addr"); p.unsigned_integer(e.address);
-              p.text("size"); p.unsigned_integer(e.kind == core::EventKind::oom ? e.requested : e.size);
-              p.text("stream"); p.unsigned_integer(e.stream);
-              p.text("time_us"); p.unsigned_integer(e.time_ns / 1000);
-              p.text("frames"); frames(p, run, sym, e.stack);
-              p.end_dict();
-            };
-            entry(a);
-            if (e.kind == core::EventKind::free_requested && add_completions)
-              entry(action(core::EventKind::free_completed));
+            if (e.device != d || e.time_ns > to_ns) return;
+            const bool show = in_window(e.time_ns);
+            switch (e.kind) {
+              case core::EventKind::alloc:
+                live[e.address] = {e.requested ? e.requested : e.size, e.stream, e.stack};
+                if (show) entry("alloc", e.address, live[e.address].requested, e.stream, e.time_ns, e.stack, false);
+                break;
+              case core::EventKind::free_requested:
+              case core::EventKind::free_completed: {
+                auto it = live.find(e.address);
+                const Live l = it != live.end() ? it->second : Live{e.size, e.stream, 0};
+                if (show) entry(action(e.kind), e.address, l.requested, e.stream, e.time_ns, l.stack, false);
+                if (e.kind == core::EventKind::free_completed) live.erase(e.address);
+                break;
+              }
+              case core::EventKind::segment_reserve: {
+                auto st = segment_stack.find(e.index);
+                const std::uint32_t stack = st == segment_stack.end() ? 0 : st->second;
+                live_segments[e.address] = stack;
+                reserved += e.size;
+                if (show) entry("segment_alloc", e.address, e.size, e.stream, e.time_ns, stack, false);
+                break;
+              }
+              case core::EventKind::segment_release: {
+                const std::uint32_t stack = live_segments[e.address];
+                live_segments.erase(e.address);
+                reserved -= std::min(reserved, e.size);
+                if (show) entry("segment_free", e.address, e.size, e.stream, e.time_ns, stack, false);
+                break;
+              }
+              case core::EventKind::oom:
+                if (show) entry("oom", 0, e.requested, e.stream, e.time_ns, 0, true);
+                break;
+              default: break;
+            }
           },
           false);
+      for (std::uint64_t addr : completed_at_end[d]) {
+        auto it = live.find(addr);
+        const Live l = it != live.end() ? it->second : Live{0, 0, 0};
+        if (in_window(last_ns))
+          entry("free_completed", addr, l.requested, l.stream, last_ns, l.stack, false);
+      }
     }
     p.end_list();
   }
   p.end_list();
 
-  // The settings in force, "key:value,..." as recorded; numbers become ints.
-  p.text("allocator_settings");
-  p.begin_dict();
-  std::istringstream settings(run.header().settings);
-  std::string kv;
-  while (std::getline(settings, kv, ',')) {
-    const auto colon = kv.find(':');
-    if (colon == std::string::npos) continue;
-    const std::string key = kv.substr(0, colon), value = kv.substr(colon + 1);
-    p.text(key);
-    const bool numeric = !value.empty() && value.size() < 19 &&
-                         value.find_first_not_of("0123456789") == std::string::npos;
-    if (numeric) p.integer(std::stoll(value)); else p.text(value);
-  }
-  p.end_dict();
+  p.key("allocator_settings");
+  write_settings(p, run.header().settings);
   p.end_dict();
   p.finish();
 }

@@ -12,7 +12,9 @@ namespace luma::tools {
 namespace {
 constexpr char PROTO = '\x80', EMPTY_DICT = '}', EMPTY_LIST = ']', MARK = '(',
                SETITEMS = 'u', APPENDS = 'e', BININT = 'J', BININT1 = 'K', BININT2 = 'M',
-               LONG1 = '\x8a', BINFLOAT = 'G', BINUNICODE = 'X', TUPLE2 = '\x86', STOP = '.';
+               LONG1 = '\x8a', BINFLOAT = 'G', BINUNICODE = 'X', TUPLE2 = '\x86', STOP = '.',
+               NEWTRUE = '\x88', NEWFALSE = '\x89', BINPUT = 'q', LONG_BINPUT = 'r',
+               BINGET = 'h', LONG_BINGET = 'j';
 constexpr std::uint64_t kBatch = 1000;  // Python's pickler batches SETITEMS/APPENDS so
 
 void put_le(std::ostream& out, std::uint64_t v, int bytes) {
@@ -122,6 +124,58 @@ void PickleWriter::pair(std::int64_t a, std::int64_t b) {
   stack_.pop_back();
   out_.put(TUPLE2);
   item_done();
+}
+
+void PickleWriter::boolean(bool v) {
+  out_.put(v ? NEWTRUE : NEWFALSE);
+  item_done();
+}
+
+std::uint32_t PickleWriter::memo_put() {
+  // Before item_done: a batch boundary emits MARK, and Python's BINPUT after a MARK
+  // would find an empty stack.
+  const std::uint32_t index = next_memo_++;
+  if (index < 256) {
+    out_.put(BINPUT);
+    put_le(out_, index, 1);
+  } else {
+    out_.put(LONG_BINPUT);
+    put_le(out_, index, 4);
+  }
+  return index;
+}
+
+void PickleWriter::memo_get(std::uint32_t index) {
+  if (index < 256) {
+    out_.put(BINGET);
+    put_le(out_, index, 1);
+  } else {
+    out_.put(LONG_BINGET);
+    put_le(out_, index, 4);
+  }
+  item_done();
+}
+
+void PickleWriter::key(std::string_view s) {
+  auto it = keys_.find(std::string(s));
+  if (it != keys_.end()) {
+    memo_get(it->second);
+    return;
+  }
+  const std::string v = valid_utf8(s);
+  out_.put(BINUNICODE);
+  put_le(out_, v.size(), 4);
+  out_.write(v.data(), static_cast<std::streamsize>(v.size()));
+  keys_.emplace(std::string(s), memo_put());
+  item_done();
+}
+
+std::uint32_t PickleWriter::end_list_memoized() {
+  out_.put(APPENDS);
+  stack_.pop_back();
+  const std::uint32_t index = memo_put();
+  item_done();
+  return index;
 }
 
 void PickleWriter::finish() { out_.put(STOP); }

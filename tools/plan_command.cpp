@@ -35,6 +35,7 @@ struct PlanOptions {
   std::string input;
   std::string strategy = "best";
   std::string json, csv, svg;
+  SvgOptions svg_options;
   std::optional<int> device;
   double time_limit = core::planner::kDefaultTimeLimitSeconds;
   bool periodic = false;
@@ -194,7 +195,7 @@ void run_plan(const PlanOptions& o) {
     if (!o.json.empty())
       write_plan_json(o.json, o.input, plans, input.fingerprint ? &*input.fingerprint : nullptr);
     if (!o.csv.empty()) write_plan_csv(o.csv, plans);
-    if (!o.svg.empty()) write_plan_svg(o.svg, plans);
+    if (!o.svg.empty()) write_plan_svg(o.svg, plans, o.svg_options);
   } catch (const std::exception& e) {
     fail(e.what());
   }
@@ -220,6 +221,13 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("-o,--output", options->json, "write the plan as JSON");
   cmd->add_option("--csv", options->csv, "write the input rows with an offset column");
   cmd->add_option("--svg", options->svg, "draw the plan as SVG");
+  cmd->add_option("--svg-max-buffers", options->svg_options.max_buffers,
+                  "SVG: draw at most N buffers per device, the largest (default 100000)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--svg-from", options->svg_options.from,
+                  "SVG: draw the run from this event index (the lifetimes' time)");
+  cmd->add_option("--svg-to", options->svg_options.to,
+                  "SVG: draw the run up to this event index");
   cmd->add_option("--device", options->device, "plan only this device");
   cmd->add_option("--time-limit", options->time_limit,
                   "seconds the improvement search may take per device (default " +

@@ -3,6 +3,9 @@
 // cannot write.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,14 @@ void write_plan_json(const std::string& path, const std::string& input,
                      const std::vector<DevicePlan>& plans,
                      const core::RunFingerprint* fingerprint = nullptr);
 void write_plan_csv(const std::string& path, const std::vector<DevicePlan>& plans);
-void write_plan_svg(const std::string& path, const std::vector<DevicePlan>& plans);
+// What the SVG draws: at most `max_buffers` rectangles per device (the largest buffers),
+// and only buffers live at some point of [from, to] (event indices, the lifetimes'
+// lower/upper), the picture's time axis cut to that window.
+struct SvgOptions {
+  std::size_t max_buffers = 100000;  // beyond this a viewer crawls
+  std::optional<std::uint64_t> from, to;
+};
+void write_plan_svg(const std::string& path, const std::vector<DevicePlan>& plans,
+                    const SvgOptions& options = {});
 
 }  // namespace luma::tools

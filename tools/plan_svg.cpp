@@ -1,9 +1,10 @@
 // plan_svg.cpp - a picture of the plan: time across, offset up, one rectangle per buffer,
 // the lower bound as a dashed line; one panel per device. Very large plans draw only their
-// largest buffers so the file stays viewable.
+// largest buffers (100,000 by default; `--svg-max-buffers`), and `--svg-from/--svg-to`
+// draw a window of the run, so the file stays viewable; the panel's title says how many
+// of how many buffers it shows.
 #include <algorithm>
 #include <cstdio>
-#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -15,7 +16,6 @@ namespace luma::tools {
 namespace {
 
 constexpr double kWidth = 1000, kHeight = 500, kMargin = 70, kGapBetweenPanels = 40;
-constexpr std::size_t kMaxRects = 100000;  // beyond this a viewer crawls
 
 // Text inside an element: a buffer id is the input's own text and may hold < & " '.
 std::string xml_escape(const std::string& text) {
@@ -42,7 +42,10 @@ std::string num(double v) {
 
 }  // namespace
 
-void write_plan_svg(const std::string& path, const std::vector<DevicePlan>& plans) {
+void write_plan_svg(const std::string& path, const std::vector<DevicePlan>& plans,
+                    const SvgOptions& options) {
+  const std::uint64_t from = options.from.value_or(0), to = options.to.value_or(UINT64_MAX);
+  if (from > to) throw std::runtime_error("--svg-from is after --svg-to");
   core::OutputFile file(path);  // a failed write leaves no half-written SVG
   std::ostream& out = file.stream();
   double panel = kHeight + 2 * kMargin + kGapBetweenPanels;
@@ -54,12 +57,27 @@ void write_plan_svg(const std::string& path, const std::vector<DevicePlan>& plan
     const DevicePlan& dp = plans[p];
     const core::Plan& plan = dp.report.chosen;
     double top = static_cast<double>(p) * panel + kMargin;
-    std::uint64_t t0 = ~std::uint64_t{0}, t1 = 0;
-    for (const auto& lt : dp.lifetimes) {
-      t0 = std::min(t0, lt.lower);
-      t1 = std::max(t1, lt.upper);
+    // The buffers to draw: live in the window, then the largest.
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < dp.lifetimes.size(); ++i) {
+      const auto& lt = dp.lifetimes[i];
+      if (lt.upper > lt.lower && lt.size != 0 && lt.upper > from && lt.lower <= to)
+        order.push_back(i);
     }
-    if (dp.lifetimes.empty()) t0 = 0;
+    const std::size_t live = order.size();
+    if (order.size() > options.max_buffers) {
+      std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(options.max_buffers),
+                       order.end(), [&](std::size_t a, std::size_t b) {
+                         return dp.lifetimes[a].size > dp.lifetimes[b].size;
+                       });
+      order.resize(options.max_buffers);
+    }
+    std::uint64_t t0 = ~std::uint64_t{0}, t1 = 0;
+    for (std::size_t i : order) {
+      t0 = std::min(t0, std::max(dp.lifetimes[i].lower, from));
+      t1 = std::max(t1, std::min(dp.lifetimes[i].upper, to));
+    }
+    if (order.empty()) t0 = t1 = 0;
     double span_t = t1 > t0 ? static_cast<double>(t1 - t0) : 1.0;
     double span_y = static_cast<double>(std::max({plan.arena, dp.report.lower_bound, std::uint64_t{1}}));
     auto x = [&](std::uint64_t t) { return kMargin + static_cast<double>(t - t0) / span_t * kWidth; };
@@ -67,23 +85,20 @@ void write_plan_svg(const std::string& path, const std::vector<DevicePlan>& plan
     out << "<text x=\"" << num(kMargin) << "\" y=\"" << num(top - 25) << "\" font-size=\"14\">device "
         << dp.device << ": " << xml_escape(plan.strategy) << ", arena " << plan.arena << " B, lower bound "
         << dp.report.lower_bound << " B, arena/LB "
-        << num(arena_ratio(plan.arena, dp.report.lower_bound)) << "</text>\n";
+        << num(arena_ratio(plan.arena, dp.report.lower_bound)) << "; " << order.size() << " of "
+        << dp.lifetimes.size() << " buffers drawn";
+    if (order.size() < live) out << " (the largest)";
+    if (options.from || options.to) out << ", window [" << from << ", " << t1 << "]";
+    out << "</text>\n";
     out << "<rect x=\"" << num(kMargin) << "\" y=\"" << num(top) << "\" width=\"" << num(kWidth)
         << "\" height=\"" << num(kHeight) << "\" fill=\"#f6f6f6\" stroke=\"black\"/>\n";
-    std::vector<std::size_t> order(dp.lifetimes.size());
-    std::iota(order.begin(), order.end(), 0);
-    if (order.size() > kMaxRects) {
-      std::nth_element(order.begin(), order.begin() + kMaxRects, order.end(),
-                       [&](std::size_t a, std::size_t b) { return dp.lifetimes[a].size > dp.lifetimes[b].size; });
-      order.resize(kMaxRects);
-    }
     for (std::size_t i : order) {
       const auto& lt = dp.lifetimes[i];
-      if (lt.upper <= lt.lower || lt.size == 0) continue;
+      const std::uint64_t lo = std::max(lt.lower, t0), hi = std::min(lt.upper, t1);
       unsigned hue = static_cast<unsigned>((i * 2654435761u) % 360);
       double ry = y(plan.offsets[i] + lt.size);
-      out << "<rect x=\"" << num(x(lt.lower)) << "\" y=\"" << num(ry) << "\" width=\""
-          << num(x(lt.upper) - x(lt.lower)) << "\" height=\"" << num(y(plan.offsets[i]) - ry)
+      out << "<rect x=\"" << num(x(lo)) << "\" y=\"" << num(ry) << "\" width=\""
+          << num(x(hi) - x(lo)) << "\" height=\"" << num(y(plan.offsets[i]) - ry)
           << "\" fill=\"hsl(" << hue << ",65%,62%)\" stroke=\"#333\" stroke-width=\"0.3\"><title>"
           << xml_escape(lt.id) << ": " << lt.size << " B at " << plan.offsets[i] << ", [" << lt.lower << ", "
           << lt.upper << ")</title></rect>\n";

@@ -230,3 +230,43 @@ TEST(PlanCli, SvgEscapesBufferIds) {
 }
 
 }  // namespace
+
+namespace {
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A picture of 300,000 buffers was 18 MB: --svg-max-buffers keeps the largest N, and
+// --svg-from/--svg-to a window of the run; the title says what was left out.
+TEST(PlanCli, SvgDrawsAtMostNBuffersAndAWindow) {
+  fs::path in = scratch("many.csv"), svg = scratch("many.svg");
+  {
+    std::ofstream f(in);
+    f << "id,lower,upper,size\n";
+    for (int i = 0; i < 10; ++i) f << "b" << i << "," << i << "," << i + 2 << "," << 100 * (i + 1) << "\n";
+  }
+  LumaRun r = luma("plan " + in.string() + " --svg " + svg.string() + " --svg-max-buffers 3");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::string text = slurp(svg);
+  EXPECT_EQ(count_of(text, "<title>"), 3u) << text;
+  for (const char* largest : {"<title>b9:", "<title>b8:", "<title>b7:"})
+    EXPECT_NE(text.find(largest), std::string::npos) << largest;
+  EXPECT_NE(text.find("3 of 10 buffers drawn (the largest)"), std::string::npos) << text;
+
+  // Events 5..6: b4 [4,6), b5 [5,7), b6 [6,8) are live then.
+  r = luma("plan " + in.string() + " --svg " + svg.string() + " --svg-from 5 --svg-to 6");
+  ASSERT_EQ(r.code, 0) << r.output;
+  text = slurp(svg);
+  EXPECT_EQ(count_of(text, "<title>"), 3u) << text;
+  for (const char* live : {"<title>b4:", "<title>b5:", "<title>b6:"})
+    EXPECT_NE(text.find(live), std::string::npos) << live;
+
+  r = luma("plan " + in.string() + " --svg " + svg.string() + " --svg-from 7 --svg-to 6");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("--svg-from is after --svg-to"), std::string::npos) << r.output;
+}
+
+}  // namespace

@@ -25,13 +25,28 @@ End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
              with U+FFFD in place of the bad bytes
   fifo_module  a trace whose mappings name a FIFO (or a directory) is symbolized without
              opening it: luma stats does not hang
+  memviz_viewer  the memviz exports of the golden traces, an RMM log and a recorded run
+             load and replay in a JavaScript engine the way PyTorch's viewer page does
+             (memviz_viewer.mjs under node; skipped, saying so, without node)
+  memviz_fields  what PyTorch's snapshot has and luma's lacked: oom device_free, frees
+             pending at the end completed there, time_us since 1970, requested sizes and
+             frames on every entry, frame lists shared, typed allocator_settings
+  memviz_window  --last N keeps each device's last N entries, --from/--to a time window
+             with the segments as they were at its end; both still replay in the viewer;
+             the chrome export's --last N keeps the run's last N events
+  chrome_story  the chrome JSON tells the memviz timeline's story: its active_requested
+             counter is the timeline's total at every step (down at completion), its
+             allocated `luma stats`' (down at the free request); thread names,
+             categories and one allocation slice per alloc
   outputs    an export follows a link to its target, leaves a user's FILE.tmp alone, writes
              to standard output (-, /dev/stdout) and a FIFO, leaves nothing when it fails
 --update rewrites the expected outputs (review the diff before committing it).
 """
+import copy
 import fcntl
 import json
 import os
+import pickle
 import pty
 import shutil
 import signal
@@ -41,6 +56,9 @@ import sys
 import termios
 
 import check_memviz
+
+GOLDEN_START_US = 1700000000000000  # make_golden's and record_allocator's header start
+VIEWER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "memviz_viewer.mjs")
 
 CASE, LUMA, MAKE_GOLDEN, RECORD, DATA, WORK = sys.argv[1:7]
 UPDATE = "--update" in sys.argv[7:]
@@ -310,11 +328,11 @@ def case_outputs():
     assert "is a directory" in p.stderr, p.stderr
 
 
-def viewer_live_bytes(snapshot_path, device=0):
+def viewer_live_bytes(snapshot_path, device=0, wall_clock=True):
     """Bytes live at the end of the device's trace as PyTorch's memory viewer replays it
     (process_alloc_data: a block is allocated at alloc and freed only at free or
     free_completed)."""
-    snap = check_memviz.check(snapshot_path)
+    snap = check_memviz.check(snapshot_path, wall_clock=wall_clock)
     live = {}
     for e in snap["device_traces"][device]:
         if e["action"] == "alloc":
@@ -327,24 +345,213 @@ def viewer_live_bytes(snapshot_path, device=0):
 def case_rmm_frees():
     out = os.path.join(WORK, "rmm.pickle")
     run("export", "golden_rmm.csv", "-f", "memviz", "-o", out)
-    trace = check_memviz.check(out)["device_traces"][0]
+    trace = check_memviz.check(out, wall_clock=False)["device_traces"][0]
     actions = [e["action"] for e in trace]
     for i, a in enumerate(actions):
         if a == "free_requested":
             assert actions[i + 1] == "free_completed" and trace[i + 1]["addr"] == trace[i]["addr"], trace
     # golden_rmm.csv frees its 1024 and 4096 bytes; 512 + 65536 stay allocated.
-    assert viewer_live_bytes(out) == 512 + 65536, viewer_live_bytes(out)
+    assert viewer_live_bytes(out, wall_clock=False) == 512 + 65536
     final = json.loads(run("stats", "--json", "golden_rmm.csv").stdout)["runs"][0]["devices"][0]
-    assert viewer_live_bytes(out) == final["final_allocated_bytes"], final
-    # No block of the final state is still waiting for a completion that never comes.
-    snap = check_memviz.check(out)
+    assert viewer_live_bytes(out, wall_clock=False) == final["final_allocated_bytes"], final
+    # No block of the final state is still waiting for a completion that never comes, and
+    # each buffer has a segment to be drawn in.
+    snap = check_memviz.check(out, wall_clock=False)
     states = [b["state"] for s in snap["segments"] for b in s["blocks"]]
-    assert "active_pending_free" not in states, states
-    # A luma trace records its own completions (one of golden_small's frees is still
-    # pending at the end): none are added.
+    assert states.count("active_allocated") == 2 and "active_pending_free" not in states, states
+    # A luma trace records its own completions; the one free still pending when
+    # golden_small ends completes at its last event (the process exited), no other is added.
     run("export", "golden_small.trace", "-f", "memviz", "-o", os.path.join(WORK, "small.pickle"))
-    small = [e["action"] for e in check_memviz.check(os.path.join(WORK, "small.pickle"))["device_traces"][0]]
-    assert small.count("free_requested") == 3 and small.count("free_completed") == 2, small
+    small = check_memviz.check(os.path.join(WORK, "small.pickle"))["device_traces"][0]
+    actions = [e["action"] for e in small]
+    assert actions.count("free_requested") == 3 and actions.count("free_completed") == 3, actions
+    assert actions[-1] == "free_completed" and small[-1]["time_us"] == max(
+        e["time_us"] for t in check_memviz.check(os.path.join(WORK, "small.pickle"))["device_traces"]
+        for e in t), small[-1]
+
+
+def timeline(trace):
+    """The viewer's Active Memory Timeline total after each entry (alloc adds its size,
+    free_completed takes it away), as a list."""
+    live, total, out = {}, 0, []
+    for e in trace:
+        if e["action"] == "alloc":
+            live[e["addr"]] = e["size"]
+            total += e["size"]
+        elif e["action"] == "free_completed" and e["addr"] in live:
+            total -= live.pop(e["addr"])
+        out.append(total)
+    return out
+
+
+def viewer(path, *flags):
+    """Runs memviz_viewer.mjs on the snapshot; returns False when there is no node."""
+    node = shutil.which("node") or shutil.which("nodejs")
+    if not node:
+        return False
+    p = subprocess.run([node, VIEWER, path, *flags], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return True
+
+
+def case_memviz_viewer():
+    exports = [("golden_small.trace", []), ("golden_stacks.trace", []),
+               ("golden_rmm.csv", ["--no-wall-clock"])]
+    trace = os.path.join(WORK, "viewer-allocator.trace")
+    subprocess.run([RECORD, trace], capture_output=True, check=True)
+    exports.append((trace, []))
+    have_node = True
+    for src, flags in exports:
+        out = os.path.join(WORK, "viewer-" + os.path.basename(src) + ".pickle")
+        run("export", src, "-f", "memviz", "-o", out)
+        check_memviz.check(out, wall_clock=not flags)
+        have_node = viewer(out, *flags)
+    # Both checkers fail where the page would: an oom without device_free (the earlier
+    # export), times from the process's start (January 1970), a free_requested whose
+    # block the page cannot find walking back (its completion dropped, the final state
+    # saying the block is free).
+    good = pickle.load(open(os.path.join(WORK, "viewer-golden_small.trace.pickle"), "rb"))
+    for name, spoil, needle in (
+            ("no-device-free", lambda s: [e.pop("device_free") for t in s["device_traces"] for e in t
+                                          if e["action"] == "oom"], "device_free"),
+            ("1970", lambda s: [e.update(time_us=e["time_us"] - 1700000000000000)
+                                for t in s["device_traces"] for e in t], "time_us"),
+            ("lost-completion", lambda s: [t.remove(e) for t in s["device_traces"] for e in list(t)
+                                           if e["action"] == "free_completed" and e is t[-1]],
+             "no block")):
+        bad = copy.deepcopy(good)
+        spoil(bad)
+        path = os.path.join(WORK, "viewer-%s.pickle" % name)
+        pickle.dump(bad, open(path, "wb"), protocol=2)
+        try:
+            check_memviz.check(path)
+            sys.exit("check_memviz accepted the snapshot with " + name)
+        except SystemExit as e:
+            assert needle in str(e.code), e.code
+        if have_node:
+            p = subprocess.run([shutil.which("node") or shutil.which("nodejs"), VIEWER, path],
+                               capture_output=True, text=True, timeout=60)
+            assert p.returncode == 1 and needle in p.stdout, (name, p.stdout)
+    if not have_node:
+        print("skipped: no node (JavaScript engine) to load the snapshots as the viewer does")
+        sys.exit(77)
+
+
+def case_memviz_fields():
+    out = os.path.join(WORK, "fields.pickle")
+    run("export", "golden_small.trace", "-f", "memviz", "-o", out)
+    snap = check_memviz.check(out)
+    t0 = snap["device_traces"][0]
+    oom = [e for e in t0 if e["action"] == "oom"][0]
+    # 80 GiB device (the header), 2 MiB reserved at the time: the rest was free.
+    assert oom["device_free"] == (80 << 30) - (2 << 20) and "addr" not in oom, oom
+    assert oom["size"] == 100 << 30, oom
+    # time_us: the header's start (1.7e9 s since 1970) plus the event's time.
+    assert all(1700000000000000 <= e["time_us"] < 1700000001000000 for e in t0), t0
+    # Requested sizes: the 1048476-byte request sits in a 1 MiB block.
+    sizes = [e["size"] for e in t0 if e["action"] in ("alloc", "free_requested", "free_completed")]
+    assert 1048476 in sizes and 1048576 not in sizes, sizes
+    # The block that was still waiting at the end completes there: none is left waiting.
+    assert all(b["state"] != "active_pending_free" for s in snap["segments"] for b in s["blocks"])
+    assert snap["segments"][0]["requested_size"] == 500 + 2000, snap["segments"][0]
+    assert snap["segments"][0]["is_expandable"] is False
+    st = snap["allocator_settings"]
+    assert st["luma"]["alignment"] == 256 and st["luma"]["release_on_oom"] is True, st
+    assert st["expandable_segments"] is False and st["max_split_size"] == -1, st
+    # Frames on every entry; a free's are its alloc's; one list per stack, shared.
+    path = os.path.join(WORK, "fields-stacks.pickle")
+    run("export", "golden_stacks.trace", "-f", "memviz", "-o", path)
+    snap = check_memviz.check(path)
+    t0 = snap["device_traces"][0]
+    by_addr = {}
+    for e in t0:
+        if e["action"] == "alloc":
+            assert e["frames"], e
+            by_addr[e["addr"]] = e["frames"]
+        elif e["action"].startswith("free"):
+            assert e["frames"] is by_addr[e["addr"]], e
+    segs = [e for e in t0 if e["action"] == "segment_alloc"]
+    assert segs and all(e["frames"] for e in segs), segs
+    lists = {id(e["frames"]) for e in t0 if e["frames"]}
+    stacks = {tuple((f["filename"], f["line"], f["name"]) for f in e["frames"]) for e in t0 if e["frames"]}
+    assert len(lists) == len(stacks), (len(lists), len(stacks))
+
+
+def case_memviz_window():
+    big = os.path.join(WORK, "window.trace")  # the real allocator: 4,553 events
+    subprocess.run([RECORD, big], capture_output=True, check=True)
+    full = os.path.join(WORK, "window-full.pickle")
+    run("export", big, "-f", "memviz", "-o", full)
+    whole = check_memviz.check(full)
+    n = sum(len(t) for t in whole["device_traces"])
+    last = os.path.join(WORK, "window-last.pickle")
+    run("export", big, "-f", "memviz", "--last", "100", "-o", last)
+    part = check_memviz.check(last, partial=True)
+    for d, t in enumerate(part["device_traces"]):
+        assert t == whole["device_traces"][d][-100:], "device %d: not the last 100 entries" % d
+    assert part["segments"] == whole["segments"]
+    assert os.path.getsize(last) < os.path.getsize(full) / 5, (os.path.getsize(last), os.path.getsize(full))
+    viewer(last)
+    # A time window: the entries inside it, the segments as they were at its end.
+    # (--from/--to are seconds after the trace started: record_allocator's header start.)
+    times = sorted(e["time_us"] for t in whole["device_traces"] for e in t)
+    lo, hi = times[len(times) // 4], times[len(times) // 2]
+    win = os.path.join(WORK, "window-time.pickle")
+    run("export", big, "-f", "memviz", "--from", "%.6f" % ((lo - GOLDEN_START_US) / 1e6),
+        "--to", "%.6f" % ((hi - GOLDEN_START_US) / 1e6), "-o", win)
+    part = check_memviz.check(win, partial=True)
+    kept = [e for t in part["device_traces"] for e in t]
+    assert kept and all(lo <= e["time_us"] <= hi for e in kept), (lo, hi)
+    want = [e for t in whole["device_traces"] for e in t if lo <= e["time_us"] <= hi]
+    assert len(kept) == len(want), (len(kept), len(want))
+    viewer(win)
+    p = run("export", big, "-f", "rmm", "--last", "5", "-o", os.path.join(WORK, "x.csv"), expect=1)
+    assert "memviz and chrome only" in p.stderr, p.stderr
+    # The chrome export keeps the run's last N events: its counters end where the whole
+    # export's end, its slices are those of the allocations in the window.
+    whole_json = os.path.join(WORK, "window-full.json")
+    last_json = os.path.join(WORK, "window-last.json")
+    run("export", big, "-f", "chrome", "-o", whole_json)
+    run("export", big, "-f", "chrome", "--last", "100", "-o", last_json)
+    w = json.loads(open(whole_json, "rb").read())["traceEvents"]
+    l = json.loads(open(last_json, "rb").read())["traceEvents"]
+    wc = [e for e in w if e["ph"] == "C"]
+    lc = [e for e in l if e["ph"] == "C"]
+    assert 0 < len(lc) <= 100 and lc == wc[-len(lc):], (len(lc), len(wc))
+    begins = {e["id"] for e in l if e["ph"] == "b"}
+    assert {e["id"] for e in l if e["ph"] == "e"} <= begins
+    assert os.path.getsize(last_json) < os.path.getsize(whole_json) / 5
+
+
+def case_chrome_story():
+    for src, flags in (("golden_small.trace", True), ("golden_rmm.csv", False)):
+        mv = os.path.join(WORK, "story.pickle")
+        cj = os.path.join(WORK, "story.json")
+        run("export", src, "-f", "memviz", "-o", mv)
+        run("export", src, "-f", "chrome", "-o", cj)
+        snap = check_memviz.check(mv, wall_clock=flags)
+        doc = json.loads(open(cj, "rb").read())
+        ev = doc["traceEvents"]
+        for d, trace in enumerate(snap["device_traces"]):
+            counters = [e["args"] for e in ev if e["ph"] == "C" and e["name"] == "device %d memory" % d]
+            # The viewer's timeline and the counter reach the same totals, step for step
+            # (the counter is written where the total or the reservation changes).
+            steps = [x for i, x in enumerate(timeline(trace)) if i == 0 or x != timeline(trace)[i - 1]]
+            got = [c["active_requested"] for i, c in enumerate(counters)
+                   if i == 0 or c["active_requested"] != counters[i - 1]["active_requested"]]
+            assert [x for x in steps if x] == [x for x in got if x], (d, steps, got)
+            if counters:
+                assert counters[-1]["active_requested"] == timeline(trace)[-1], (counters[-1], timeline(trace)[-1])
+            # allocated is luma stats' (down at the free request), never above active.
+            assert all(c["allocated"] <= c["active"] for c in counters), counters
+        assert all("cat" in e for e in ev if e["ph"] != "M"), "an event without a category"
+        begins = [e for e in ev if e["ph"] == "b"]
+        ends = [e for e in ev if e["ph"] == "e"]
+        allocs = sum(1 for t in snap["device_traces"] for e in t if e["action"] == "alloc")
+        assert len(begins) == allocs and {e["id"] for e in ends} <= {e["id"] for e in begins}
+        tids = {e["tid"] for e in ev if "tid" in e and e["ph"] != "M"}
+        named = {e["tid"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+        assert tids <= named, (tids, named)
 
 
 def case_rmm_rows():
@@ -381,7 +588,7 @@ def case_latin1():
     chrome = os.path.join(WORK, "latin1.json")
     run("export", trace, "-f", "chrome", "-o", chrome)
     names = [e["args"]["name"] for e in json.loads(open(chrome, "rb").read().decode("utf-8"))["traceEvents"]
-             if e["ph"] == "M"]
+             if e["ph"] == "M" and e["name"] == "process_name"]
     assert names == ["./prog_\ufffd (luma)"], names
     pickle_path = os.path.join(WORK, "latin1.pickle")
     run("export", trace, "-f", "memviz", "-o", pickle_path)
@@ -416,5 +623,7 @@ def case_fifo_module():
 {"golden": case_golden, "callsites": case_callsites, "stats": case_stats, "exports": case_exports,
  "allocator": case_allocator, "errors": case_errors, "progress": case_progress,
  "no_overwrite": case_no_overwrite, "outputs": case_outputs, "rmm_frees": case_rmm_frees, "rmm_rows": case_rmm_rows, "latin1": case_latin1,
- "fifo_module": case_fifo_module}[CASE]()
+ "fifo_module": case_fifo_module, "memviz_viewer": case_memviz_viewer,
+ "memviz_fields": case_memviz_fields, "memviz_window": case_memviz_window,
+ "chrome_story": case_chrome_story}[CASE]()
 print("ok:", CASE)

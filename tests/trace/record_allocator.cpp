@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   TraceHeader h;
   h.luma_version = "test";
   h.host = "host";
+  h.start_unix_ns = 1700000000000000000ull;  // as make_golden's: the exports' dates start here
   h.devices = {{0, 64u << 20, "host stand-in"}};
   std::string err;
   auto w = TraceWriter::open(argv[1], h, &err);

@@ -4,6 +4,7 @@
 //   record_stacks TRACE
 #include <execinfo.h>
 
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -20,6 +21,10 @@ using namespace luma::core;
   for (int k = 1; k < n; ++k) stack.push_back(reinterpret_cast<std::uintptr_t>(frames[k]));
   // frames[0] is inside this function; [1] the caller: record from this function on.
   stack.insert(stack.begin(), reinterpret_cast<std::uintptr_t>(frames[0]));
+  // Its own segment first, as the allocator reserves one (the memviz viewer draws a
+  // block only inside a segment).
+  w.write({EventKind::segment_reserve, 0, (i + 1) << 20, 1 << 20, 0}, 1, 0,
+          trace::EntryPoint::cudaMalloc, i);
   w.write({EventKind::alloc, 0, (i + 1) << 20, 1 << 20, 1 << 20}, 1, 0,
           trace::EntryPoint::cudaMalloc, i, stack);
   asm volatile("" ::: "memory");  // keep the call a call
@@ -29,6 +34,10 @@ int main(int argc, char** argv) {
   if (argc != 2) return 2;
   TraceHeader h;
   h.stack_depth = 8;
+  // The wall clock at open, as libluma.so records it (the memviz export's dates).
+  h.start_unix_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                   std::chrono::system_clock::now().time_since_epoch())
+                                                   .count());
   std::ifstream maps("/proc/self/maps");
   std::ostringstream text;
   text << maps.rdbuf();
