@@ -50,12 +50,15 @@ class Driver {
   Outcome decide(std::uint64_t capacity, std::uint64_t allowance) {
     allowance = std::min(allowance, work_left_);
     for (std::uint64_t nodes = first_node_limit_;; nodes = std::min(2 * nodes, kMostNodes))
-      for (CanonicalSearch::Order order : kOrders) {
+      for (std::size_t attempt = 0; attempt < 2 * std::size(kOrders); ++attempt) {
         if (allowance == 0 || Clock::now() >= deadline_) return Outcome::limit;
+        const CanonicalSearch::Order order = kOrders[attempt % std::size(kOrders)];
         CanonicalSearch::Limits limits;
         limits.nodes = nodes;
         limits.work = allowance;
         limits.deadline = deadline_;
+        // Each plain order, then each again shuffled with a seed never used before.
+        if (attempt >= std::size(kOrders)) limits.shuffle = ++shuffles_;
         const std::uint64_t before = search_.work();
         const Outcome outcome = search_.solve(capacity, order, limits);
         const std::uint64_t used = std::min(search_.work() - before, allowance);
@@ -70,6 +73,7 @@ class Driver {
   std::uint64_t work_left_;
   Clock::time_point deadline_;
   std::uint64_t first_node_limit_ = 0;
+  std::uint64_t shuffles_ = 0;  // seeds used so far
 };
 
 }  // namespace
@@ -100,8 +104,10 @@ BranchAndBoundResult branch_and_bound(const std::vector<Lifetime>& lifetimes,
     return result;
   };
   // Phase 1: a packing at the lower bound, with a share of the effort.
-  const std::uint64_t first_share = static_cast<std::uint64_t>(
-      static_cast<double>(driver.work_left()) * planner::kBranchAndBoundDecisionShare);
+  const std::uint64_t first_share = std::min(
+      static_cast<std::uint64_t>(static_cast<double>(driver.work_left()) *
+                                 planner::kBranchAndBoundDecisionShare),
+      planner::kBranchAndBoundDecisionMostWork);
   const Outcome at_bound = driver.decide(lower_bound, std::max<std::uint64_t>(first_share, 1));
   if (at_bound == Outcome::found) {
     take();
