@@ -3,8 +3,9 @@
 //    2x10^6 and 10^7 events (target >= 5 M/s at 2x10^6 and larger);
 //  - the greedy by size on 10^6 buffers (target <= 10 s);
 //  - `best` on each MiniMalloc benchmark file with `luma plan`'s defaults: time per file
-//    (target <= 2 s) and the counters ratio = arena / LB, proven (1: optimal), work; and all
-//    six together with their geometric mean (target <= 1.02).
+//    (target <= 2 s) and the counters ratio = arena / LB, proven (1: optimal), work; all
+//    eleven together with their geometric mean (target <= 1.02); D and J with
+//    `--time-limit 10` (arena and ratio).
 // Plus raw TLSF alloc+free pairs and the lower bound. Random inputs are reproducible
 // (tests/planner/random_lifetimes.h): short lifetimes, about 100 buffers live at a time, like
 // an ML schedule's activations, in random input order (the worst case for the replay's
@@ -85,7 +86,8 @@ BENCHMARK(BM_LowerBound)->Arg(1000000)->Unit(benchmark::kMillisecond);
 
 // ---- MiniMalloc benchmark files: `luma plan FILE` (strategy best, default time limit) ----
 
-const char* const kFiles[] = {"A", "B", "C", "D", "E", "F"};
+const char* const kFiles[] = {"A", "B", "C", "D", "E", "F", "G", "H", "I", "J", "K"};
+constexpr int kFileCount = static_cast<int>(std::size(kFiles));
 
 std::vector<Lifetime> minimalloc_file(const char* name) {
   const std::filesystem::path path =
@@ -119,9 +121,30 @@ void BM_MiniMallocBest(benchmark::State& state) {
   state.counters["by_time"] = report.search_stopped_by_time ? 1 : 0;
   state.SetLabel(name);
 }
-BENCHMARK(BM_MiniMallocBest)->DenseRange(0, 5)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
+BENCHMARK(BM_MiniMallocBest)->DenseRange(0, kFileCount - 1)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
 
-void BM_MiniMallocAllSix(benchmark::State& state) {
+// D and J (the two files not packed at the lower bound) with `luma plan --time-limit 10`.
+void BM_MiniMallocTenSeconds(benchmark::State& state) {
+  const char* name = state.range(0) == 0 ? "D" : "J";
+  if (minimalloc_file(name).empty()) {
+    state.SkipWithError("no MiniMalloc data");
+    return;
+  }
+  SearchOptions search = cli_defaults();
+  search.time_limit_seconds = 10;
+  PlanReport report;
+  for (auto _ : state) {
+    auto lts = minimalloc_file(name);
+    report = plan_lifetimes(lts, Strategy::best, search);
+  }
+  state.counters["arena"] = static_cast<double>(report.chosen.arena);
+  state.counters["ratio"] = static_cast<double>(report.chosen.arena) / static_cast<double>(report.lower_bound);
+  state.counters["by_time"] = report.search_stopped_by_time ? 1 : 0;
+  state.SetLabel(name);
+}
+BENCHMARK(BM_MiniMallocTenSeconds)->DenseRange(0, 1)->Unit(benchmark::kMillisecond)->Iterations(1)->MeasureProcessCPUTime()->UseRealTime();
+
+void BM_MiniMallocAllFiles(benchmark::State& state) {
   double mean = 0;
   for (auto _ : state) {
     double log_sum = 0;
@@ -138,7 +161,7 @@ void BM_MiniMallocAllSix(benchmark::State& state) {
   }
   state.counters["geomean"] = mean;
 }
-BENCHMARK(BM_MiniMallocAllSix)->Unit(benchmark::kMillisecond)->Iterations(1)->MeasureProcessCPUTime()->UseRealTime();
+BENCHMARK(BM_MiniMallocAllFiles)->Unit(benchmark::kMillisecond)->Iterations(1)->MeasureProcessCPUTime()->UseRealTime();
 
 }  // namespace
 
