@@ -46,18 +46,19 @@ class Driver {
   const CanonicalSearch& search() const { return search_; }
 
   // Is there a packing within `capacity`? Restarts over the orders with doubling node
-  // limits until an answer, `allowance` work units, or the deadline.
-  Outcome decide(std::uint64_t capacity, std::uint64_t allowance) {
+  // limits until an answer, `allowance` work units, or the deadline. `shuffled`: each round
+  // tries every order plain, then every order again shuffled with a seed never used before.
+  Outcome decide(std::uint64_t capacity, std::uint64_t allowance, bool shuffled) {
     allowance = std::min(allowance, work_left_);
+    const std::size_t attempts = (shuffled ? 2 : 1) * std::size(kOrders);
     for (std::uint64_t nodes = first_node_limit_;; nodes = std::min(2 * nodes, kMostNodes))
-      for (std::size_t attempt = 0; attempt < 2 * std::size(kOrders); ++attempt) {
+      for (std::size_t attempt = 0; attempt < attempts; ++attempt) {
         if (allowance == 0 || Clock::now() >= deadline_) return Outcome::limit;
         const CanonicalSearch::Order order = kOrders[attempt % std::size(kOrders)];
         CanonicalSearch::Limits limits;
         limits.nodes = nodes;
         limits.work = allowance;
         limits.deadline = deadline_;
-        // Each plain order, then each again shuffled with a seed never used before.
         if (attempt >= std::size(kOrders)) limits.shuffle = ++shuffles_;
         const std::uint64_t before = search_.work();
         const Outcome outcome = search_.solve(capacity, order, limits);
@@ -108,7 +109,7 @@ BranchAndBoundResult branch_and_bound(const std::vector<Lifetime>& lifetimes,
       static_cast<std::uint64_t>(static_cast<double>(driver.work_left()) *
                                  planner::kBranchAndBoundDecisionShare),
       planner::kBranchAndBoundDecisionMostWork);
-  const Outcome at_bound = driver.decide(lower_bound, std::max<std::uint64_t>(first_share, 1));
+  const Outcome at_bound = driver.decide(lower_bound, std::max<std::uint64_t>(first_share, 1), false);
   if (at_bound == Outcome::found) {
     take();
     result.proven_optimal = true;
@@ -130,7 +131,7 @@ BranchAndBoundResult branch_and_bound(const std::vector<Lifetime>& lifetimes,
     const std::uint64_t before = driver.work_left();
     const std::uint64_t allowance = std::max<std::uint64_t>(
         static_cast<std::uint64_t>(static_cast<double>(before) * planner::kBranchAndBoundBisectShare), 1);
-    const Outcome outcome = driver.decide(mid, allowance);
+    const Outcome outcome = driver.decide(mid, allowance, true);
     if (outcome == Outcome::found) {
       take();
     } else {
