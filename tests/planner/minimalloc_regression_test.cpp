@@ -1,6 +1,7 @@
-// minimalloc_regression_test.cpp - plan quality on MiniMalloc's published inputs
-// (tests/data/minimalloc, copied from ../shared/data/minimalloc): the ratios arena / LB each strategy reaches are asserted
-// (never times), and the target: geometric mean of `best` <= 1.02. The data folder
+// minimalloc_regression_test.cpp - plan quality on MiniMalloc's eleven published inputs
+// (tests/data/minimalloc, copied from google/minimalloc): the ratios arena / LB each strategy
+// reaches are asserted (never times), and the target: geometric mean of `best` <=
+// 1.02; then D and J with larger work budgets (sizes only). The data folder
 // comes from meson (LUMA_MINIMALLOC_DIR); absent -> skip.
 // `best` runs the exact search with the work budget `luma plan` uses by default, and a time
 // limit far above what it needs: the work budget, not the clock, ends it, so the ratios are
