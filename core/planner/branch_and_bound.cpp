@@ -46,16 +46,20 @@ class Driver {
   const CanonicalSearch& search() const { return search_; }
 
   // Is there a packing within `capacity`? Restarts over the orders with doubling node
-  // limits until an answer, `allowance` work units, or the deadline.
-  Outcome decide(std::uint64_t capacity, std::uint64_t allowance) {
+  // limits until an answer, `allowance` work units, or the deadline. `shuffled`: each round
+  // tries every order plain, then every order again shuffled with a seed never used before.
+  Outcome decide(std::uint64_t capacity, std::uint64_t allowance, bool shuffled) {
     allowance = std::min(allowance, work_left_);
+    const std::size_t attempts = (shuffled ? 2 : 1) * std::size(kOrders);
     for (std::uint64_t nodes = first_node_limit_;; nodes = std::min(2 * nodes, kMostNodes))
-      for (CanonicalSearch::Order order : kOrders) {
+      for (std::size_t attempt = 0; attempt < attempts; ++attempt) {
         if (allowance == 0 || Clock::now() >= deadline_) return Outcome::limit;
+        const CanonicalSearch::Order order = kOrders[attempt % std::size(kOrders)];
         CanonicalSearch::Limits limits;
         limits.nodes = nodes;
         limits.work = allowance;
         limits.deadline = deadline_;
+        if (attempt >= std::size(kOrders)) limits.shuffle = ++shuffles_;
         const std::uint64_t before = search_.work();
         const Outcome outcome = search_.solve(capacity, order, limits);
         const std::uint64_t used = std::min(search_.work() - before, allowance);
@@ -70,6 +74,7 @@ class Driver {
   std::uint64_t work_left_;
   Clock::time_point deadline_;
   std::uint64_t first_node_limit_ = 0;
+  std::uint64_t shuffles_ = 0;  // seeds used so far
 };
 
 }  // namespace
@@ -100,9 +105,11 @@ BranchAndBoundResult branch_and_bound(const std::vector<Lifetime>& lifetimes,
     return result;
   };
   // Phase 1: a packing at the lower bound, with a share of the effort.
-  const std::uint64_t first_share = static_cast<std::uint64_t>(
-      static_cast<double>(driver.work_left()) * planner::kBranchAndBoundDecisionShare);
-  const Outcome at_bound = driver.decide(lower_bound, std::max<std::uint64_t>(first_share, 1));
+  const std::uint64_t first_share = std::min(
+      static_cast<std::uint64_t>(static_cast<double>(driver.work_left()) *
+                                 planner::kBranchAndBoundDecisionShare),
+      planner::kBranchAndBoundDecisionMostWork);
+  const Outcome at_bound = driver.decide(lower_bound, std::max<std::uint64_t>(first_share, 1), false);
   if (at_bound == Outcome::found) {
     take();
     result.proven_optimal = true;
@@ -124,7 +131,7 @@ BranchAndBoundResult branch_and_bound(const std::vector<Lifetime>& lifetimes,
     const std::uint64_t before = driver.work_left();
     const std::uint64_t allowance = std::max<std::uint64_t>(
         static_cast<std::uint64_t>(static_cast<double>(before) * planner::kBranchAndBoundBisectShare), 1);
-    const Outcome outcome = driver.decide(mid, allowance);
+    const Outcome outcome = driver.decide(mid, allowance, true);
     if (outcome == Outcome::found) {
       take();
     } else {

@@ -14,6 +14,17 @@ namespace {
 // How often the search looks at the clock: reading it costs more than a node.
 constexpr std::uint64_t kClockEveryNodes = 1024;
 
+// A shuffled order swaps a buffer with the next one about once in this many.
+constexpr std::uint64_t kSwapOneIn = 4;
+
+// splitmix64's finaliser: a well-mixed hash of a 64-bit value.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111eb;
+  return x ^ (x >> 31);
+}
+
 }  // namespace
 
 CanonicalSearch::CanonicalSearch(const std::vector<Lifetime>& lifetimes, std::size_t max_pairs) {
@@ -140,6 +151,7 @@ CanonicalSearch::Outcome CanonicalSearch::solve(std::uint64_t capacity, Order or
                                                 const Limits& limits) {
   capacity_ = capacity;
   order_ = order;
+  shuffle_ = limits.shuffle;
   nodes_left_ = limits.nodes;
   work_limit_ = limits.work > ~work_ ? ~std::uint64_t{0} : work_ + limits.work;
   deadline_ = limits.deadline;
@@ -205,6 +217,10 @@ void CanonicalSearch::rank_part(const Part& part) {
     }
     return c != 0 ? c > 0 : a.buffer < b.buffer;  // ties: input order
   });
+  if (shuffle_ != 0)
+    for (std::size_t r = 0; r + 1 < keys_.size(); ++r)
+      if (mix(shuffle_ ^ (std::uint64_t{keys_[r].buffer} << 32 | keys_[r + 1].buffer)) % kSwapOneIn == 0)
+        std::swap(keys_[r], keys_[r + 1]);
   for (std::size_t r = 0; r < keys_.size(); ++r)
     rank_[keys_[r].buffer] = static_cast<std::uint32_t>(r);
 }

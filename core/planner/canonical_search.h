@@ -64,6 +64,9 @@ class CanonicalSearch {
     std::uint64_t nodes = ~std::uint64_t{0};
     std::uint64_t work = ~std::uint64_t{0};
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+    // 0: ranks exactly by the order. Otherwise a seed: neighbours in the order swap places
+    // now and then (the same seed, the same swaps), so restarts explore different trees.
+    std::uint64_t shuffle = 0;
   };
 
   // Looks for a packing within `capacity` bytes, within the limits.
@@ -126,6 +129,7 @@ class CanonicalSearch {
   // Search state, restored on the way back up.
   std::uint64_t capacity_ = 0;
   Order order_ = Order::wat;
+  std::uint64_t shuffle_ = 0;
   std::vector<std::uint64_t> min_offset_, offset_, total_;
   std::vector<std::uint8_t> placed_;
   std::vector<std::uint32_t> rank_, cuts_;

@@ -50,6 +50,10 @@ inline constexpr std::size_t kBranchAndBoundMaxOverlaps = std::size_t{1} << 22;
 // the benchmark set need 55 M and 45 M units: this gives them 90 M at the default budget),
 // the rest still get 40%.
 inline constexpr double kBranchAndBoundDecisionShare = 0.6;
+// ... but never more than this: the MiniMalloc inputs that pack at the lower bound do so
+// within 55 M units (E: 45 M, B: 55 M), and a larger budget (`--time-limit 10`) is better spent on the
+// capacities above it (D and J, which never pack at the lower bound).
+inline constexpr std::uint64_t kBranchAndBoundDecisionMostWork = 90'000'000;
 // Then it bisects the capacity; each question gets this share of the work left, so a
 // capacity too hard to decide costs a bounded part and the bisection moves on (upwards).
 inline constexpr double kBranchAndBoundBisectShare = 0.25;

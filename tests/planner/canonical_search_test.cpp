@@ -1,6 +1,6 @@
 // canonical_search_test.cpp - the exact search against brute force: on small random inputs
 // (with alignments) the decision search finds a packing at the optimum and proves none
-// exists one byte below, for every static order; the driver returns the optimum, proven.
+// exists one byte below, for every static order, plain or shuffled; the driver returns the optimum, proven.
 // Plus: limits stop it, and the same budget gives the same answer.
 #include <gtest/gtest.h>
 
@@ -55,15 +55,20 @@ TEST(CanonicalSearch, DecidesExactlyAtTheOptimum) {
     const std::uint64_t optimum = brute_force_optimum(lts);
     CanonicalSearch search(lts, 1000);
     ASSERT_TRUE(search.usable());
-    for (CanonicalSearch::Order order : kOrders) {
-      ASSERT_EQ(search.solve(optimum, order, {}), CanonicalSearch::Outcome::found)
-          << "seed " << seed << ", optimum " << optimum;
-      Plan plan{"x", search.offsets(), arena_of(lts, search.offsets())};
-      EXPECT_TRUE(check_plan(lts, plan).empty()) << "seed " << seed;
-      EXPECT_LE(plan.arena, optimum) << "seed " << seed;
-      EXPECT_EQ(search.solve(optimum - 1, order, {}), CanonicalSearch::Outcome::infeasible)
-          << "seed " << seed << ", optimum " << optimum;
-    }
+    // Plain and shuffled orders alike: a shuffle changes where the search looks first,
+    // never what it concludes.
+    for (std::uint64_t shuffle : {std::uint64_t{0}, seed})
+      for (CanonicalSearch::Order order : kOrders) {
+        CanonicalSearch::Limits limits;
+        limits.shuffle = shuffle;
+        ASSERT_EQ(search.solve(optimum, order, limits), CanonicalSearch::Outcome::found)
+            << "seed " << seed << ", shuffle " << shuffle << ", optimum " << optimum;
+        Plan plan{"x", search.offsets(), arena_of(lts, search.offsets())};
+        EXPECT_TRUE(check_plan(lts, plan).empty()) << "seed " << seed;
+        EXPECT_LE(plan.arena, optimum) << "seed " << seed;
+        EXPECT_EQ(search.solve(optimum - 1, order, limits), CanonicalSearch::Outcome::infeasible)
+            << "seed " << seed << ", shuffle " << shuffle << ", optimum " << optimum;
+      }
   }
 }
 
@@ -93,6 +98,27 @@ TEST(BranchAndBound, NeverReturnsAPlanAtOrAboveItsStart) {
   // Nothing below the lower bound exists, so nothing is searched.
   BranchAndBoundResult none = branch_and_bound(lts, greedy.arena, greedy.arena, {});
   EXPECT_FALSE(none.plan.has_value());
+}
+
+TEST(CanonicalSearch, ShuffledOrdersFindOtherPackingsAndRepeatThemselves) {
+  auto lts = testing::random_lifetimes(60, 11, 300, 40, 4096);
+  const std::uint64_t capacity = lower_bound_bytes(lts) * 11 / 10;
+  CanonicalSearch search(lts, 1 << 20);
+  ASSERT_EQ(search.solve(capacity, CanonicalSearch::Order::twa, {}), CanonicalSearch::Outcome::found);
+  const std::vector<std::uint64_t> plain = search.offsets();
+  std::size_t differ = 0;
+  for (std::uint64_t shuffle = 1; shuffle <= 5; ++shuffle) {
+    CanonicalSearch::Limits limits;
+    limits.shuffle = shuffle;
+    ASSERT_EQ(search.solve(capacity, CanonicalSearch::Order::twa, limits),
+              CanonicalSearch::Outcome::found) << "shuffle " << shuffle;
+    const std::vector<std::uint64_t> first = search.offsets();
+    if (first != plain) ++differ;
+    ASSERT_EQ(search.solve(capacity, CanonicalSearch::Order::twa, limits),
+              CanonicalSearch::Outcome::found);
+    EXPECT_EQ(search.offsets(), first) << "the same seed must give the same packing";
+  }
+  EXPECT_GT(differ, 0u) << "every shuffle gave the plain order's packing: no shuffling happened";
 }
 
 TEST(CanonicalSearch, LimitsStopItAndTheSameBudgetGivesTheSameAnswer) {
