@@ -68,6 +68,9 @@ const std::vector<Key>& keys() {
           [](const Settings& s) -> std::uint64_t { return s.report_cached_as_free; }},
       Key{"caching", Kind::boolean, [](Settings& s, std::uint64_t v) { s.caching = v != 0; },
           [](const Settings& s) -> std::uint64_t { return s.caching; }},
+      Key{"ipc_own_segment", Kind::size,
+          [](Settings& s, std::uint64_t v) { s.ipc_own_segment = v; },
+          [](const Settings& s) -> std::uint64_t { return s.ipc_own_segment; }},
   };
   return table;
 }

@@ -32,6 +32,10 @@ struct Settings {
   // Serve allocations from the cache at all (false: every call goes to the driver, luma
   // only counts and traces).
   bool caching = true;
+  // Allocations of this many bytes or more get a driver allocation of their own, uncached,
+  // so the pointer is its allocation's start: for programs that export the pointer they
+  // allocated and use the peer's opened pointer as the buffer (CUDA's simpleIPC). 0: off.
+  std::uint64_t ipc_own_segment = 0;
 };
 
 struct ParseResult {

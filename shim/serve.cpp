@@ -130,6 +130,12 @@ std::optional<CUresult> refused_by_capture(State& s) noexcept {
   return r;
 }
 
+// LUMA_CONF=ipc_own_segment: an allocation this big is the driver's own (its pointer is
+// the start of what an IPC handle maps); its free, not luma's memory, is forwarded too.
+bool own_segment(const State& s, std::size_t bytes) noexcept {
+  return s.settings.core.ipc_own_segment != 0 && bytes >= s.settings.core.ipc_own_segment;
+}
+
 // A free luma answers: CUDA_SUCCESS (the block went into the cache), CUDA_ERROR_INVALID_VALUE
 // (a luma segment, but not the start of a live block: a double or interior free), or
 // nullopt (not luma's memory: the driver's business). Any context's allocator: a free may
@@ -186,6 +192,7 @@ CUresult serve_mem_alloc(State& s, CUdeviceptr* dptr, std::size_t bytes) {
   // (and the capture's invalidation) is what the program would get without luma.
   if (s.captures.any() && s.captures.forbids_unsafe_call(this_thread_id(), thread_capture_mode()))
     return s.driver.mem_alloc(dptr, bytes);
+  if (own_segment(s, bytes)) return s.driver.mem_alloc(dptr, bytes);
   return allocate(s, dptr, bytes, EntryPoint::cuMemAlloc);
 }
 
@@ -198,7 +205,9 @@ CUresult serve_mem_alloc_pitch(State& s, CUdeviceptr* dptr, std::size_t* pitch,
   if (width > SIZE_MAX - kPitchAlignment) return CUDA_ERROR_INVALID_VALUE;
   const std::size_t row = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
   if (height > SIZE_MAX / row) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (s.captures.any() && s.captures.forbids_unsafe_call(this_thread_id(), thread_capture_mode()))
+  if ((s.captures.any() &&
+       s.captures.forbids_unsafe_call(this_thread_id(), thread_capture_mode())) ||
+      own_segment(s, row * height))
     return s.driver.mem_alloc_pitch(dptr, pitch, width, height, element_size);
   CUresult r = allocate(s, dptr, row * height, EntryPoint::cuMemAllocPitch);
   if (r == CUDA_SUCCESS) *pitch = row;
