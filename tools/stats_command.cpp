@@ -245,10 +245,14 @@ void print_text(std::vector<Input>& inputs) {
                    bytes_text(at.unallocated()),
                    at.reserved ? 100.0 * double(at.unallocated()) / double(at.reserved) : 0.0,
                    bytes_text(at.allocated));
-        fmt::print("  fragmentation      {:.3f}: the largest free block is {} of {} free in "
-                   "{} blocks\n",
-                   at.fragmentation(), bytes_text(at.largest_free_block),
-                   bytes_text(at.free_bytes), at.free_blocks);
+        if (at.free_blocks == 0)
+          fmt::print("  fragmentation      {:.3f}: nothing free in the segments\n",
+                     at.fragmentation());
+        else
+          fmt::print("  fragmentation      {:.3f}: the largest free block is {} of {} free in "
+                     "{} blocks\n",
+                     at.fragmentation(), bytes_text(at.largest_free_block),
+                     bytes_text(at.free_bytes), at.free_blocks);
       } else {
         fmt::print("  peak reserved      {} (a {} records no segments)\n", kNotAvailable,
                    in.run->format());
