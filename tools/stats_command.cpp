@@ -223,7 +223,7 @@ void print_text(std::vector<Input>& inputs) {
       fmt::print("  {} events over {:.3f} s{}\n", in.stats.events, in.stats.duration_ns / 1e9,
                  in.run->closed_cleanly() ? "" : " (unfinished: the process did not close it)");
     else
-      fmt::print("  {} events (duration n/a: a {} numbers its events by row)\n",
+      fmt::print("  {} events (duration n/a: the {} numbers its events by row)\n",
                  in.stats.events, in.run->format());
     if (in.run->truncation().truncated)
       fmt::print("  warning: {}\n", in.run->truncation().describe());
@@ -254,7 +254,7 @@ void print_text(std::vector<Input>& inputs) {
                      at.fragmentation(), bytes_text(at.largest_free_block),
                      bytes_text(at.free_bytes), at.free_blocks);
       } else {
-        fmt::print("  peak reserved      {} (a {} records no segments)\n", kNotAvailable,
+        fmt::print("  peak reserved      {} (the {} records no segments)\n", kNotAvailable,
                    in.run->format());
         fmt::print("  fragmentation      {}\n", kNotAvailable);
       }
