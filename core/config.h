@@ -44,11 +44,19 @@ struct ParseResult {
 };
 
 // Parses `text` over `base`. Empty text gives `base` unchanged and no errors.
+// Sizes that must be multiples of the alignment and that `text` does not set follow an
+// alignment it sets: they are rounded up to multiples of it (alignment:512 makes the
+// default min_split 512), so that setting one key never makes a default invalid.
 ParseResult parse_settings(std::string_view text, const Settings& base = {});
 
 // Checks the relations between options (alignment a power of two, min_split a multiple of
-// it, pools and segment sizes ordered); returns one message per violation.
+// it, pools and segment sizes ordered); returns one message per violation. `set` names the
+// keys the user gave: a message about a relation between a key the user set and one left
+// at its default names the one the user set first and calls the other a default. Without
+// `set`, every key counts as set.
 std::vector<std::string> validate(const AllocatorOptions& options);
+std::vector<std::string> validate(const AllocatorOptions& options,
+                                  const std::vector<std::string_view>& set);
 
 // "123", "4K", "2MiB", "1.5G" is not accepted (sizes are integers). nullopt on error with
 // the reason in *error.
