@@ -22,6 +22,7 @@
 #include "log.h"
 #include "proc_address.h"
 #include "recursion_guard.h"
+#include "signal_flush.h"
 
 namespace luma::shim {
 namespace {
@@ -79,6 +80,9 @@ ContextEntry* current_entry(State& s) {
     log().debug("serving context {} of device {}", static_cast<void*>(ctx), device);
     return e;
   });
+  if (s.signal_flush_after_fork.load(std::memory_order_relaxed) &&
+      s.signal_flush_after_fork.exchange(false))
+    install_signal_flush(s);
   if (found == nullptr && s.contexts.full()) warn_table_full();
   return found;
 }
@@ -238,6 +242,15 @@ CUresult serve_mem_free_async(State& s, CUdeviceptr dptr, CUstream stream,
   // no allocation node of the graph returned - luma's blocks are such memory - with its
   // error (and the capture's invalidation); it frees nothing then. So it is asked.
   if (s.captures.any() && s.captures.capturing(stream)) return real(dptr, stream);
+  // On the legacy stream with no current context there is no stream to order the free
+  // after: the driver's answer is CUDA_ERROR_INVALID_CONTEXT (tests/fake/README.md; a GPU
+  // check), and luma's block must not be freed by it either.
+  if (stream == nullptr || stream == LUMA_CU_STREAM_LEGACY) {
+    CUcontext ctx = nullptr;
+    if (s.driver.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx == nullptr &&
+        owner_of(s, as_ptr(dptr), nullptr) != nullptr)
+      return CUDA_ERROR_INVALID_CONTEXT;
+  }
   CallScope scope(EntryPoint::cuMemFreeAsync);
   if (std::optional<CUresult> r = free_in_cache(s, as_ptr(dptr))) return *r;
   return real(dptr, stream);

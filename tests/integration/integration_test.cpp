@@ -387,6 +387,33 @@ TEST(Contexts, OnlyContextsAliveAtOnceAreLimited) {
   EXPECT_EQ(r.result.err.find("contexts"), std::string::npos) << r.result.err;
 }
 
+// Regression: frees still in the open epoch (fence pending) were reported at exit as
+// "Active allocs 17" by a program that had freed everything.
+TEST_P(EveryKind, FreesWithTheirFencePendingAreReportedAsFreedAtExit) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"loop", "17", "4096"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  const json& s = device_stats(r.stats, 0);
+  ASSERT_TRUE(s.is_object()) << r.stats.dump();
+  EXPECT_EQ(s["memory_stats"]["active.all.current"].get<int>(), 0) << s.dump();
+  EXPECT_EQ(s["memory_stats"]["allocation.all.current"].get<int>(), 0) << s.dump();
+  EXPECT_EQ(s["pending_free_blocks"].get<int>() + s["free_blocks"].get<int>() > 0, true) << s.dump();
+}
+
+// Regression: a child forked after luma started but before it served anything (Python
+// multiprocessing workers) printed no statistics when ended by SIGTERM: the fork took the
+// signal handler away and nothing put it back.
+TEST(Fork, AChildForkedBeforeServingWritesItsStatisticsOnSigterm) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma("driver", {"fork-before-serving"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  ASSERT_TRUE(r.stats.is_object()) << "no statistics from the child\n" << describe(r.result);
+  EXPECT_EQ(r.stats.value("ended_by", ""), "SIGTERM") << r.stats.dump();
+  const json& s = device_stats(r.stats, 0);
+  ASSERT_TRUE(s.is_object()) << r.stats.dump();
+  EXPECT_EQ(s["alloc_calls"].get<int>(), 8) << s.dump();
+}
+
 TEST_P(EveryKind, DisabledLumaForwardsEverything) {
   REQUIRE_PROGRAMS();
   LumaRun r = run_under_luma(GetParam(), {"loop", "1000", "4096"}, {{"LUMA_DISABLE", "1"}});
