@@ -103,6 +103,50 @@ def differences(a, b, path=""):
     return [] if a == b else ["%s: stand-in alone %s, under luma %s" % (path or "/", a, b)]
 
 
+# How the bindings resolve their entry points: the default, and with
+# CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM set (every cuGetProcAddress_v2 call asks
+# for CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM: the _ptsz/_ptds variants).
+BINDING_MODES = {"default": {}, "ptds": {"CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM": "1"}}
+
+
+def compare(name, python, client, env, libluma, stats_dir):
+    """Runs the client alone and under luma; the problems found (empty when none)."""
+    alone = run_client(python, client, env, name + ", stand-in alone")
+    shutil.rmtree(stats_dir, ignore_errors=True)
+    os.makedirs(stats_dir)
+    luma_env = dict(env, LD_PRELOAD=libluma, LUMA_STATS="json",
+                    LUMA_STATS_FILE=os.path.join(stats_dir, "luma.%p.json"))
+    under = run_client(python, client, luma_env, name + ", under luma")
+
+    problems = ["%s: %s" % (name, d) for d in differences(alone["summary"], under["summary"])]
+    # The stand-in alone must itself have passed every check, or equality proves nothing.
+    s = alone["summary"]
+    if s["errors"] or s["alloc_loop"]["data_mismatches"] or s["pointer_queries"]["disagreements"] \
+            or s["capture"]["launches_with_right_data"] != s["capture"]["launches"] \
+            or not s["ipc"]["peer_data_seen_here"] \
+            or not s["ipc"]["peer"].get("exporter_data_seen_here"):
+        problems.append("%s: the stand-in alone failed its own checks: %s" % (name, json.dumps(s)))
+
+    files = sorted(glob.glob(os.path.join(stats_dir, "luma.*.json")))
+    absorbed = []
+    for path in files:
+        with open(path) as f:
+            stats = json.load(f)
+        absorbed.append(sum(d["cache_absorbed_calls"] for d in stats["devices"]))
+    # The client and its IPC peer both allocate, so both write statistics.
+    if len(files) != 2:
+        problems.append("%s: expected luma statistics from 2 processes, got %d: %s"
+                        % (name, len(files), files))
+    elif min(absorbed) <= 0:
+        problems.append("%s: luma's cache absorbed no allocation in some process: %s"
+                        % (name, absorbed))
+    print("cuda_bindings: %s: luma absorbed %s calls (one number per process); not compared: "
+          "alone %s, under luma %s" % (name, absorbed, alone["facts"], under["facts"]))
+    if not problems:
+        print("cuda_bindings: %s: summaries equal: %s" % (name, json.dumps(s, sort_keys=True)))
+    return problems
+
+
 def main():
     work, fake_dir, libluma, client, sanitize = sys.argv[1:6]
     if sanitize not in ("", "none"):
@@ -114,42 +158,15 @@ def main():
     base_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("LUMA_") and k not in dropped}
     base_env["LD_LIBRARY_PATH"] = fake_dir
+    problems = []
     started = time.monotonic()
-    alone = run_client(python, client, base_env, "stand-in alone")
-    stats_dir = os.path.join(work, "stats")
-    shutil.rmtree(stats_dir, ignore_errors=True)
-    os.makedirs(stats_dir)
-    luma_env = dict(base_env, LD_PRELOAD=libluma, LUMA_STATS="json",
-                    LUMA_STATS_FILE=os.path.join(stats_dir, "luma.%p.json"))
-    under = run_client(python, client, luma_env, "under luma")
+    for name, extra in BINDING_MODES.items():
+        problems += compare(name, python, client, dict(base_env, **extra), libluma,
+                            os.path.join(work, "stats-" + name))
     elapsed = time.monotonic() - started
-
-    problems = differences(alone["summary"], under["summary"])
-    # The stand-in alone must itself have passed every check, or equality proves nothing.
-    s = alone["summary"]
-    if s["errors"] or s["alloc_loop"]["data_mismatches"] or s["pointer_queries"]["disagreements"] \
-            or s["capture"]["launches_with_right_data"] != s["capture"]["launches"] \
-            or not (s["ipc"]["peer_data_seen_here"] and s["ipc"]["peer"].get("exporter_data_seen_here")):
-        problems.append("the stand-in alone failed its own checks: %s" % json.dumps(s))
-
-    files = sorted(glob.glob(os.path.join(stats_dir, "luma.*.json")))
-    absorbed = []
-    for path in files:
-        with open(path) as f:
-            stats = json.load(f)
-        absorbed.append(sum(d["cache_absorbed_calls"] for d in stats["devices"]))
-    # The client and its IPC peer both allocate, so both write statistics.
-    if len(files) != 2:
-        problems.append("expected luma statistics from 2 processes, got %d: %s" % (len(files), files))
-    elif min(absorbed) <= 0:
-        problems.append("luma's cache absorbed no allocation in some process: %s" % absorbed)
-
-    print("cuda_bindings: stand-in alone and under luma, %.1f s; luma absorbed %s calls "
-          "(one number per process); not compared: alone %s, under luma %s"
-          % (elapsed, absorbed, alone["facts"], under["facts"]))
     if problems:
         fail("\n  ".join(["results differ under luma:"] + problems))
-    print("cuda_bindings: ok: summaries equal: %s" % json.dumps(alone["summary"], sort_keys=True))
+    print("cuda_bindings: ok: %d runs in %.1f s" % (2 * len(BINDING_MODES), elapsed))
 
 
 if __name__ == "__main__":

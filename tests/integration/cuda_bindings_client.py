@@ -258,6 +258,36 @@ def capture(errors, launches=5, n=1 << 20):
             "launches": launches, "launches_with_right_data": good}
 
 
+def refusals(errors):
+    """What the driver refuses, which a cache must refuse alike: an allocation and a free on
+    a thread with a global-mode capture of its own (which they invalidate), a double free.
+    Facts a caching allocator may change: a freed pointer's range, two allocations' handles."""
+    out, facts = {}, {}
+    keep = errors.check("cuMemAlloc", cu.cuMemAlloc(4096))
+    stream = errors.check("cuStreamCreate",
+                          cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value))
+    mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    errors.check("cuStreamBeginCapture", cu.cuStreamBeginCapture(stream, mode))
+    out["alloc_in_global_capture"] = cu.cuMemAlloc(4096)[0].name
+    out["free_in_global_capture"] = cu.cuMemFree(keep)[0].name
+    end = cu.cuStreamEndCapture(stream)
+    out["end_of_that_capture"] = end[0].name
+    if end[1] is not None and int(end[1]) != 0:
+        errors.check("cuGraphDestroy", cu.cuGraphDestroy(end[1]))
+    errors.check("cuStreamDestroy", cu.cuStreamDestroy(stream))
+    out["free_after_refused_free"] = cu.cuMemFree(keep)[0].name
+    out["free_twice"] = cu.cuMemFree(keep)[0].name
+    facts["range_after_free"] = cu.cuMemGetAddressRange(keep)[0].name
+    a = errors.check("cuMemAlloc", cu.cuMemAlloc(4096))
+    b = errors.check("cuMemAlloc", cu.cuMemAlloc(4096))
+    ha = errors.check("cuIpcGetMemHandle", cu.cuIpcGetMemHandle(a))
+    hb = errors.check("cuIpcGetMemHandle", cu.cuIpcGetMemHandle(b))
+    facts["two_allocations_one_ipc_handle"] = bytes(ha.reserved) == bytes(hb.reserved)
+    errors.check("cuMemFree", cu.cuMemFree(a))
+    errors.check("cuMemFree", cu.cuMemFree(b))
+    return out, facts
+
+
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--peer":
         ipc_peer(sys.argv[2], int(sys.argv[3]))
@@ -268,6 +298,8 @@ def main():
     summary["pointer_queries"], facts = pointer_queries(errors)
     summary["ipc"] = ipc(errors)
     summary["capture"] = capture(errors)
+    summary["refusals"], more = refusals(errors)
+    facts.update(more)
     summary["errors"] = errors.summary()
     print(json.dumps({"summary": summary, "facts": facts}, sort_keys=True))
 
