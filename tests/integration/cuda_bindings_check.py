@@ -157,7 +157,9 @@ def main():
     dropped = ("LD_PRELOAD", "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM")
     base_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("LUMA_") and k not in dropped}
-    base_env["LD_LIBRARY_PATH"] = fake_dir
+    # The stand-in first; whatever this Python itself needs stays behind it.
+    base_env["LD_LIBRARY_PATH"] = ":".join(
+        p for p in (fake_dir, os.environ.get("LD_LIBRARY_PATH", "")) if p)
     problems = []
     started = time.monotonic()
     for name, extra in BINDING_MODES.items():

@@ -122,8 +122,8 @@ def pointer_queries(errors):
             disagreements.append("%d: range does not contain the allocation" % size)
         if base == int(ptr) and rsize == size:
             facts["range_is_the_request"] += 1
-        start = int(errors.check("RANGE_START_ADDR",
-                                 cu.cuPointerGetAttribute(A.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ptr)))
+        start = int(errors.check("RANGE_START_ADDR", cu.cuPointerGetAttribute(
+            A.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ptr)))
         rs = errors.check("RANGE_SIZE",
                           cu.cuPointerGetAttribute(A.CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr))
         buffer_id = errors.check("BUFFER_ID",
