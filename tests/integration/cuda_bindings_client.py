@@ -288,18 +288,43 @@ def refusals(errors):
     return out, facts
 
 
+def contexts(errors, dev, rounds=3):
+    """Contexts of its own, as some Python libraries make them: each round creates one,
+    allocates and fills five buffers, frees three, destroys the context with two still
+    live (the driver frees them with it), then tries to free one of those. Ends with the
+    primary context current again."""
+    out = {"data_right": 0, "free_after_destroy": []}
+    for r in range(rounds):
+        ctx = errors.check("cuCtxCreate", cu.cuCtxCreate(None, 0, dev))
+        ptrs = []
+        for i in range(5):
+            size = 1000 * (i + 1)
+            ptr = errors.check("cuMemAlloc", cu.cuMemAlloc(size))
+            errors.check("cuMemsetD8", cu.cuMemsetD8(ptr, r + 1, size))
+            ptrs.append(ptr)
+        out["data_right"] += read(errors, ptrs[2], 3000) == bytes([r + 1]) * 3000
+        for ptr in ptrs[:3]:
+            errors.check("cuMemFree", cu.cuMemFree(ptr))
+        errors.check("cuCtxDestroy", cu.cuCtxDestroy(ctx))
+        out["free_after_destroy"].append(cu.cuMemFree(ptrs[3])[0].name)
+    primary = errors.check("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain(dev))
+    errors.check("cuCtxSetCurrent", cu.cuCtxSetCurrent(primary))
+    return out
+
+
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--peer":
         ipc_peer(sys.argv[2], int(sys.argv[3]))
         return
     errors = Errors()
-    setup(errors)
+    dev = setup(errors)
     summary = {"alloc_loop": alloc_loop(errors)}
     summary["pointer_queries"], facts = pointer_queries(errors)
     summary["ipc"] = ipc(errors)
     summary["capture"] = capture(errors)
     summary["refusals"], more = refusals(errors)
     facts.update(more)
+    summary["contexts"] = contexts(errors, dev)
     summary["errors"] = errors.summary()
     print(json.dumps({"summary": summary, "facts": facts}, sort_keys=True))
 
