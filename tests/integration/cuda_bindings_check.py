@@ -124,7 +124,10 @@ def compare(name, python, client, env, libluma, stats_dir):
     if s["errors"] or s["alloc_loop"]["data_mismatches"] or s["pointer_queries"]["disagreements"] \
             or s["capture"]["launches_with_right_data"] != s["capture"]["launches"] \
             or not s["ipc"]["peer_data_seen_here"] \
-            or not s["ipc"]["peer"].get("exporter_data_seen_here"):
+            or not s["ipc"]["peer"].get("exporter_data_seen_here") \
+            or s["contexts"]["data_right"] != s["contexts"]["rounds"] \
+            or s["threads"]["errors"] \
+            or s["threads"]["buffers_checked_right"] != s["threads"]["buffers"]:
         problems.append("%s: the stand-in alone failed its own checks: %s" % (name, json.dumps(s)))
 
     files = sorted(glob.glob(os.path.join(stats_dir, "luma.*.json")))

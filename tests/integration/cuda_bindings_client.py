@@ -15,6 +15,7 @@ import json
 import random
 import subprocess
 import sys
+import threading
 
 from cuda.bindings import driver as cu
 
@@ -293,7 +294,7 @@ def contexts(errors, dev, rounds=3):
     allocates and fills five buffers, frees three, destroys the context with two still
     live (the driver frees them with it), then tries to free one of those. Ends with the
     primary context current again."""
-    out = {"data_right": 0, "free_after_destroy": []}
+    out = {"rounds": rounds, "data_right": 0, "free_after_destroy": []}
     for r in range(rounds):
         ctx = errors.check("cuCtxCreate", cu.cuCtxCreate(None, 0, dev))
         ptrs = []
@@ -312,6 +313,55 @@ def contexts(errors, dev, rounds=3):
     return out
 
 
+def threads(errors, dev, count=4, steps=300):
+    """Python threads allocating at once (the bindings release the GIL in driver calls):
+    each makes the primary context current, allocates, fills with its own byte, checks,
+    frees; the results are summed in thread order."""
+    primary = errors.check("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain(dev))
+    results = [None] * count
+
+    def work(t):
+        local = Errors()
+        local.check("cuCtxSetCurrent", cu.cuCtxSetCurrent(primary))
+        rng = random.Random(100 + t)
+        live, right, made = [], 0, 0
+        for i in range(steps):
+            if live and (len(live) >= 8 or rng.random() < 0.5):
+                ptr, size, fill = live.pop(0)
+                n = min(size, 256)
+                right += read(local, int(ptr) + size - n, n) == bytes([fill]) * n
+                local.check("cuMemFree", cu.cuMemFree(ptr))
+                continue
+            size = rng.choice(SIZES[:6])
+            ptr = local.check("cuMemAlloc", cu.cuMemAlloc(size))
+            made += 1
+            fill = (t * 50 + i) % 251 + 1
+            local.check("cuMemsetD8", cu.cuMemsetD8(ptr, fill, size))
+            live.append((ptr, size, fill))
+        for ptr, size, fill in live:
+            n = min(size, 256)
+            right += read(local, int(ptr) + size - n, n) == bytes([fill]) * n
+            local.check("cuMemFree", cu.cuMemFree(ptr))
+        results[t] = (right, made, local.summary())
+
+    pool = [threading.Thread(target=work, args=(t,)) for t in range(count)]
+    for th in pool:
+        th.start()
+    for th in pool:
+        th.join(timeout=120)
+    out = {"threads": count, "buffers": 0, "buffers_checked_right": 0, "errors": {}}
+    for r in results:
+        if r is None:
+            out["errors"]["thread did not finish"] = out["errors"].get("thread did not finish",
+                                                                       0) + 1
+            continue
+        out["buffers_checked_right"] += r[0]
+        out["buffers"] += r[1]
+        for k, v in r[2].items():
+            out["errors"][k] = out["errors"].get(k, 0) + v
+    return out
+
+
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--peer":
         ipc_peer(sys.argv[2], int(sys.argv[3]))
@@ -325,6 +375,7 @@ def main():
     summary["refusals"], more = refusals(errors)
     facts.update(more)
     summary["contexts"] = contexts(errors, dev)
+    summary["threads"] = threads(errors, dev)
     summary["errors"] = errors.summary()
     print(json.dumps({"summary": summary, "facts": facts}, sort_keys=True))
 
