@@ -15,8 +15,8 @@
 #include <memory>
 #include <mutex>
 
-#include "context_allocator.h"
-#include "config.h"
+#include "replay/context_allocator.h"
+#include "settings/config.h"
 #include "driver_device.h"
 
 namespace luma::shim {

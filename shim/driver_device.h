@@ -3,7 +3,7 @@
 // legacy stream and on every live non-blocking stream of the context (free_sync:event),
 // or nothing (free_sync:none), or a cuCtxSynchronize at free time (free_sync:device).
 //
-// Called only with the owning allocator's lock held (core/device.h), so it keeps its pools
+// Called only with the owning allocator's lock held (core/allocator/device.h), so it keeps its pools
 // without a lock of its own. Must never call luma's hooks, never throw, and never report a
 // fence as done before the driver says its events completed.
 #pragma once
@@ -12,8 +12,8 @@
 #include <mutex>
 #include <vector>
 
-#include "config.h"
-#include "device.h"
+#include "settings/config.h"
+#include "allocator/device.h"
 #include "capture_registry.h"
 #include "real_driver.h"
 #include "stream_registry.h"

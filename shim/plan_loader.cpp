@@ -5,8 +5,8 @@
 #include <new>
 
 #include "log.h"
-#include "plan_fingerprint.h"
-#include "replay_stats_format.h"
+#include "replay/plan_fingerprint.h"
+#include "replay/replay_stats_format.h"
 #include "run_identity.h"
 
 namespace luma::shim {

@@ -11,10 +11,10 @@
 #include <memory>
 #include <string>
 
-#include "plan_file.h"
+#include "replay/plan_file.h"
 #include "real_driver.h"
-#include "plan_replay.h"
-#include "replay_stats.h"
+#include "replay/plan_replay.h"
+#include "replay/replay_stats.h"
 
 namespace luma::shim {
 

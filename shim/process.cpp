@@ -43,8 +43,8 @@
 #include "run_identity.h"
 #include "shim_state.h"
 #include "signal_flush.h"
-#include "replay_stats_format.h"
-#include "stats_format.h"
+#include "replay/replay_stats_format.h"
+#include "stats/stats_format.h"
 #include "stats_output.h"
 
 namespace luma::shim {

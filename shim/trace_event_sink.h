@@ -25,7 +25,7 @@
 #include <span>
 
 #include "call_context.h"
-#include "event.h"
+#include "allocator/event.h"
 #include "event_clock.h"
 #include "trace/trace_writer.h"
 

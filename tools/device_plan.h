@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "plan_file.h"
+#include "replay/plan_file.h"
 #include "planner/lifetime.h"
 #include "planner/planner.h"
 

@@ -11,7 +11,7 @@
 
 #include "commands.h"
 #include "exports.h"
-#include "output_file.h"
+#include "io/output_file.h"
 
 namespace luma::tools {
 

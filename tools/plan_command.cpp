@@ -17,14 +17,14 @@
 
 #include "commands.h"
 #include "device_plan.h"
-#include "output_file.h"
+#include "io/output_file.h"
 #include "plan_files.h"
-#include "plan_trace_input.h"
-#include "planner/lifetime_reader.h"
+#include "replay/plan_trace_input.h"
+#include "planner/input/lifetime_reader.h"
 #include "planner/periodic.h"
 #include "planner/planner.h"
 #include "planner/planner_constants.h"
-#include "stats_format.h"
+#include "stats/stats_format.h"
 #include "trace/trace_header.h"
 
 namespace luma::tools {

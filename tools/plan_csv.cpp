@@ -2,7 +2,7 @@
 // (`id,lower,upper,size,offset`), plus a device column when the plan covers several.
 #include <stdexcept>
 
-#include "output_file.h"
+#include "io/output_file.h"
 #include "plan_files.h"
 
 namespace luma::tools {

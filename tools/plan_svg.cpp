@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "output_file.h"
+#include "io/output_file.h"
 #include "plan_files.h"
 
 namespace luma::tools {

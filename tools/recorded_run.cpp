@@ -13,8 +13,8 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "planner/lifetime_reader.h"
-#include "planner/rmm_log_reader.h"
+#include "planner/input/lifetime_reader.h"
+#include "planner/input/rmm_log_reader.h"
 #include "progress.h"
 
 namespace luma::tools {

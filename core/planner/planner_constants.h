@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "constants.h"
+#include "allocator/constants.h"
 
 namespace luma::core::planner {
 

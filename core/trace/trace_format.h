@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "constants.h"
-#include "event.h"
+#include "allocator/constants.h"
+#include "allocator/event.h"
 
 namespace luma::core::trace {
 

@@ -29,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "event.h"
+#include "allocator/event.h"
 #include "trace/trace_format.h"
 #include "trace/trace_header.h"
 

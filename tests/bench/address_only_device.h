@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "bench_workload.h"
-#include "device.h"
+#include "allocator/device.h"
 
 namespace luma::bench {
 

@@ -12,12 +12,12 @@
 #include <mutex>
 
 #include "address_only_device.h"
-#include "allocator_lock.h"
+#include "allocator/allocator_lock.h"
 #include "bench_pairs.h"
 #include "bench_workload.h"
-#include "block.h"
-#include "caching_allocator.h"
-#include "pointer_map.h"
+#include "allocator/block.h"
+#include "allocator/caching_allocator.h"
+#include "allocator/pointer_map.h"
 
 namespace {
 

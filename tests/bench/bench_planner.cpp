@@ -21,7 +21,7 @@
 #include "../planner/random_lifetimes.h"
 #include "planner/canonical_search.h"
 #include "planner/greedy.h"
-#include "planner/lifetime_reader.h"
+#include "planner/input/lifetime_reader.h"
 #include "planner/lower_bound.h"
 #include "planner/planner.h"
 #include "planner/planner_constants.h"

@@ -15,7 +15,7 @@
 
 #include "address_only_device.h"
 #include "bench_workload.h"
-#include "caching_allocator.h"
+#include "allocator/caching_allocator.h"
 
 int main(int argc, char** argv) {
   const bool timed = argc == 4 && std::strcmp(argv[3], "time") == 0;

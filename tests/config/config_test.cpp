@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "config.h"
+#include "settings/config.h"
 
 namespace luma::core {
 namespace {

@@ -1,7 +1,7 @@
-// allocator_lock_test.cpp - the per-device lock (core/allocator_lock.h): mutual exclusion
+// allocator_lock_test.cpp - the per-device lock (core/allocator/allocator_lock.h): mutual exclusion
 // under contention, waiters that went to sleep are woken (a lost wake-up would hang this
 // test until meson's timeout fails it), try_lock semantics.
-#include "allocator_lock.h"
+#include "allocator/allocator_lock.h"
 
 #include <gtest/gtest.h>
 

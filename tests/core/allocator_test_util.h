@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "caching_allocator.h"
-#include "event.h"
+#include "allocator/caching_allocator.h"
+#include "allocator/event.h"
 
 namespace luma::core::testing {
 

@@ -4,7 +4,7 @@
 // bound, or by empty_cache / the OOM path; closed epochs are polled at each allocate and
 // waited on, oldest first, rather than grow; every fence token is released exactly once;
 // an idle device (kNoFence) frees the epoch at once.
-#include "caching_allocator.h"
+#include "allocator/caching_allocator.h"
 
 #include <map>
 #include <random>
@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "allocator_test_util.h"
-#include "epoch.h"
+#include "allocator/epoch.h"
 #include "host_device.h"
 
 namespace luma::core {

@@ -4,7 +4,7 @@
 // live block aligned, inside a segment the device gave, disjoint from all others, its
 // bytes intact; the model's allocated / requested bytes and live count equal the stats;
 // check() clean after every step. The seed is printed on failure.
-#include "caching_allocator.h"
+#include "allocator/caching_allocator.h"
 
 #include <cstring>
 #include <map>

@@ -5,7 +5,7 @@
 // the allocator works again once memory comes back. A device error other than
 // out-of-memory (a lost device, a sticky error) is no reason to release the cache: it is
 // handed to the caller unchanged, counted apart, and nothing else changes.
-#include "caching_allocator.h"
+#include "allocator/caching_allocator.h"
 
 #include <gtest/gtest.h>
 

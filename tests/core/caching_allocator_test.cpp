@@ -1,7 +1,7 @@
 // caching_allocator_test.cpp - unit tests of the caching allocator's behaviour: rounding,
 // pools, best fit, split and merge, segments, empty_cache, bad frees, events and the
 // PyTorch-style statistics. check() is asserted clean after every operation.
-#include "caching_allocator.h"
+#include "allocator/caching_allocator.h"
 
 #include <bit>
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "allocator_test_util.h"
-#include "free_index.h"
+#include "allocator/free_index.h"
 #include "host_device.h"
 
 namespace luma::core {

@@ -1,7 +1,7 @@
 // caching_allocator_threads_test.cpp - concurrent allocate / free from 8 threads on one
 // allocator: each block is filled with its owner's tag and checked before it is freed, so
 // two threads ever sharing bytes shows up; the counts add up at the end.
-#include "caching_allocator.h"
+#include "allocator/caching_allocator.h"
 
 #include <atomic>
 #include <cstring>

@@ -1,10 +1,10 @@
-// fence_queue_test.cpp - the fence protocol (core/fence_queue.h) as each of its two users
+// fence_queue_test.cpp - the fence protocol (core/allocator/fence_queue.h) as each of its two users
 // keeps it: the caching allocator and plan replay (through the ContextAllocator that puts a
 // plan in front of the cache). One typed suite: the same scenario and the same assertions
 // for both. A freed block's bytes come back only after a fence recorded after its free is
 // done: polled when done already, waited for (oldest first) when needed at once, at once
 // on an idle device; every token goes back exactly once; and a device that cannot wait now
-// (a stream capture underway, core/device.h) is never waited for and its memory never
+// (a stream capture underway, core/allocator/device.h) is never waited for and its memory never
 // reused early: the allocation is served from a new segment instead.
 //
 // The scenario: four 512 KiB blocks fill 2 MiB (one small-pool segment of the cache; the
@@ -16,10 +16,10 @@
 #include <memory>
 
 #include "allocator_test_util.h"
-#include "caching_allocator.h"
-#include "context_allocator.h"
+#include "allocator/caching_allocator.h"
+#include "replay/context_allocator.h"
 #include "host_device.h"
-#include "plan_file.h"
+#include "replay/plan_file.h"
 
 namespace luma::core {
 namespace {
@@ -161,7 +161,7 @@ TYPED_TEST(FenceQueueTest, EmptyCacheWaitsForEveryPendingFree) {
   LUMA_EXPECT_CLEAN(this->a());
 }
 
-// The requirement of stream capture (core/device.h): while the device cannot wait, the
+// The requirement of stream capture (core/allocator/device.h): while the device cannot wait, the
 // fence is not done, so the bytes are not reused; the allocation takes a new segment.
 TYPED_TEST(FenceQueueTest, ADeviceThatCannotWaitNowGetsANewSegmentNeverTheFencedBytes) {
   void* first = this->fill_and_free_first();

@@ -1,7 +1,7 @@
-// pointer_map_test.cpp - the allocator's address map (core/pointer_map.h): every key found
+// pointer_map_test.cpp - the allocator's address map (core/allocator/pointer_map.h): every key found
 // with its value until taken, absent keys never found, and the keys a full bucket lends to
 // later buckets found and counted back, against a std::unordered_map as the reference.
-#include "pointer_map.h"
+#include "allocator/pointer_map.h"
 
 #include <cstdint>
 #include <random>

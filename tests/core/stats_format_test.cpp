@@ -1,14 +1,14 @@
 // stats_format_test.cpp - the statistics as a memory_summary-style table and as JSON:
 // rows, units and widths of the table; names, values, PyTorch keys and caller extras of
 // the JSON, which must parse.
-#include "stats_format.h"
+#include "stats/stats_format.h"
 
 #include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "caching_allocator.h"
+#include "allocator/caching_allocator.h"
 #include "host_device.h"
 
 namespace luma::core {

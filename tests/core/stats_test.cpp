@@ -1,6 +1,6 @@
-// stats_test.cpp - accumulate_context (core/stats.h): the statistics of several CUDA
+// stats_test.cpp - accumulate_context (core/stats/stats.h): the statistics of several CUDA
 // contexts of one device added up for the per-device report.
-#include "stats.h"
+#include "stats/stats.h"
 
 #include <gtest/gtest.h>
 

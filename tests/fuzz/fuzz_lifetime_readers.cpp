@@ -7,9 +7,9 @@
 #include <sstream>
 #include <string>
 
-#include "planner/csv_reader.h"
-#include "planner/lifetime_reader.h"
-#include "planner/rmm_log_reader.h"
+#include "planner/input/csv_reader.h"
+#include "planner/input/lifetime_reader.h"
+#include "planner/input/rmm_log_reader.h"
 
 namespace {
 

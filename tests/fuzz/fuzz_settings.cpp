@@ -1,4 +1,4 @@
-// fuzz_settings.cpp - libFuzzer target: the LUMA_CONF parser (core/config.h), the LUMA_*
+// fuzz_settings.cpp - libFuzzer target: the LUMA_CONF parser (core/settings/config.h), the LUMA_*
 // table (shim/settings.h, pure: the environment comes in as a function) and the file name
 // patterns of LUMA_STATS_FILE and LUMA_TRACE (shim/stats_output.h, shim/trace_path.h).
 // None may throw or crash for any text; whatever parse_settings accepts must format and
@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config.h"
+#include "settings/config.h"
 #include "settings.h"
 #include "stats_output.h"
 #include "trace_path.h"

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "planner/lifetime_reader.h"
+#include "planner/input/lifetime_reader.h"
 #include "planner/plan_checker.h"
 #include "planner/planner.h"
 #include "planner/planner_constants.h"

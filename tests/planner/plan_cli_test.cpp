@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "planner/lifetime_reader.h"
+#include "planner/input/lifetime_reader.h"
 #include "planner/plan_checker.h"
 
 namespace {

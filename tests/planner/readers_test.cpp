@@ -4,8 +4,8 @@
 
 #include <sstream>
 
-#include "planner/lifetime_reader.h"
-#include "planner/rmm_log_reader.h"
+#include "planner/input/lifetime_reader.h"
+#include "planner/input/rmm_log_reader.h"
 
 namespace luma::core {
 namespace {

@@ -10,12 +10,12 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "plan_file.h"
-#include "plan_fingerprint.h"
-#include "plan_trace_input.h"
+#include "replay/plan_file.h"
+#include "replay/plan_fingerprint.h"
+#include "replay/plan_trace_input.h"
 #include "planner/periodic.h"
 #include "planner/planner.h"
-#include "replay_stats_format.h"
+#include "replay/replay_stats_format.h"
 #include "replay_test_util.h"
 #include "sample_program.h"
 

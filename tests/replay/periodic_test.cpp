@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "host_device.h"
-#include "plan_replay.h"
+#include "replay/plan_replay.h"
 #include "planner/periodic.h"
 #include "replay_test_util.h"
 

@@ -1,4 +1,4 @@
-// plan_replay_test.cpp - the replay allocator of one device (core/plan_replay.h) on host
+// plan_replay_test.cpp - the replay allocator of one device (core/replay/plan_replay.h) on host
 // memory: following the plan (exact offsets, one reservation, identical addresses across two
 // replays), each kind of divergence (nothing served, earlier blocks intact), late frees
 // never producing an overlap, the fence contract, periodic plans, arena release, lookups
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "host_device.h"
-#include "plan_replay.h"
-#include "replay_stats_format.h"
+#include "replay/plan_replay.h"
+#include "replay/replay_stats_format.h"
 #include "replay_test_util.h"
 
 namespace luma::core {

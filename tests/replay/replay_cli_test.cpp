@@ -12,8 +12,8 @@
 #include <fstream>
 #include <string>
 
-#include "plan_file.h"
-#include "replay_stats_format.h"
+#include "replay/plan_file.h"
+#include "replay/replay_stats_format.h"
 #include "replay_test_util.h"
 #include "sample_program.h"
 

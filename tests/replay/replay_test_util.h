@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "device.h"
-#include "event.h"
-#include "plan_file.h"
-#include "plan_replay.h"
+#include "allocator/device.h"
+#include "allocator/event.h"
+#include "replay/plan_file.h"
+#include "replay/plan_replay.h"
 #include "planner/lifetime.h"
 #include "planner/planner.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "output_file.h"
+#include "io/output_file.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "caching_allocator.h"
+#include "allocator/caching_allocator.h"
 #include "host_device.h"
 #include "trace_sink.h"
 #include "trace/trace_writer.h"

@@ -1,0 +1,92 @@
+// rmm_log_reader.cpp - reads an RMM allocation log into lifetimes.
+#include "planner/input/rmm_log_reader.h"
+
+#include <string>
+#include <unordered_map>
+
+#include "planner/planner_constants.h"
+#include "planner/input/text_fields.h"
+
+namespace luma::core {
+
+namespace {
+
+bool is_rmm_header(const std::vector<std::string_view>& f) {
+  return f.size() == 6 && f[0] == "Thread" && f[1] == "Time" && f[2] == "Action" &&
+         f[3] == "Pointer" && f[4] == "Size" && f[5] == "Stream";
+}
+
+}  // namespace
+
+bool RmmLogReader::accepts(std::string_view head) const {
+  return is_rmm_header(text::split_commas(text::first_line(head)));
+}
+
+std::vector<Lifetime> RmmLogReader::read(std::istream& in, const std::string& source) const {
+  return read_log(in, source).lifetimes;
+}
+
+RmmLog RmmLogReader::read_log(std::istream& in, const std::string& source) const {
+  RmmLog log;
+  std::vector<Lifetime>& lifetimes = log.lifetimes;
+  std::unordered_map<std::uint64_t, std::size_t> live;  // pointer -> index in lifetimes
+  std::string line;
+  std::size_t line_no = 0;
+  std::uint64_t time = 0;  // index among allocate/free rows
+  auto fail = [&](const std::string& what) -> void {
+    throw PlanInputError(source + ":" + std::to_string(line_no) + ": " + what);
+  };
+  while (std::getline(in, line)) {
+    ++line_no;
+    std::string_view view = line_no == 1 ? text::first_line(line) : text::trim(line);
+    if (line_no == 1) {
+      if (!is_rmm_header(text::split_commas(view)))
+        fail("expected the header 'Thread,Time,Action,Pointer,Size,Stream'");
+      continue;
+    }
+    if (view.empty()) continue;
+    auto f = text::split_commas(view);
+    if (f.size() != 6) fail("expected 6 fields, found " + std::to_string(f.size()));
+    std::string_view action = f[2];
+    const bool failure = action == "allocate failure";
+    if (!failure && action != "allocate" && action != "free")
+      fail("unknown action '" + std::string(action) +
+           "' (expected allocate, free or allocate failure)");
+    auto size = text::parse_u64(f[4]);
+    if (!size) fail("size is not an unsigned integer: '" + std::string(f[4]) + "'");
+    if (failure) {  // nothing was handed out: no lifetime, no time; any size may be refused
+      log.failures.push_back({time, *size});
+      continue;
+    }
+    auto pointer = text::parse_u64(f[3], /*allow_hex=*/true);
+    if (!pointer) fail("pointer is not a number: '" + std::string(f[3]) + "'");
+    if (*size > (std::uint64_t{1} << 62)) fail("size is implausibly large");
+    if (action == "allocate") {
+      if (live.count(*pointer))
+        fail("allocate of pointer " + std::string(f[3]) + " which is already live");
+      Lifetime lt;
+      lt.id = std::to_string(lifetimes.size());
+      lt.lower = time;
+      lt.upper = time;  // set at its free, or at the end of the log
+      lt.size = *size;
+      lt.alignment = planner::kRmmAlignment;
+      live.emplace(*pointer, lifetimes.size());
+      lifetimes.push_back(std::move(lt));
+      log.freed.push_back(false);
+    } else {
+      auto it = live.find(*pointer);
+      if (it == live.end()) fail("free of unknown pointer " + std::string(f[3]));
+      lifetimes[it->second].upper = time;
+      log.freed[it->second] = true;
+      live.erase(it);
+    }
+    ++time;
+  }
+  if (line_no == 0) throw PlanInputError(source + ": empty file");
+  // Never freed: live to the end of the log (one past the last event).
+  for (const auto& [pointer, index] : live) lifetimes[index].upper = time;
+  log.rows = time;
+  return log;
+}
+
+}  // namespace luma::core

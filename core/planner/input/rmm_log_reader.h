@@ -1,0 +1,42 @@
+// rmm_log_reader.h - RMM's logging_resource_adaptor CSV: header
+// `Thread,Time,Action,Pointer,Size,Stream`. Time is the row's index among allocate/free
+// rows; a pointer reused after its free is a new buffer; a buffer never freed lives to the
+// end of the log; "allocate failure" rows hand nothing out, so they take no time and make
+// no lifetime (read_log reports them); freeing an unknown pointer is an error naming its
+// line.
+#pragma once
+
+#include "planner/input/lifetime_reader.h"
+
+namespace luma::core {
+
+// An "allocate failure" row: `size` bytes were refused just before the allocate/free row
+// whose time is `time` (time == rows: after the last one).
+struct RmmFailure {
+  std::uint64_t time = 0;
+  std::uint64_t size = 0;
+};
+
+// All an RMM log says, for the tools that turn it back into events. A buffer freed on the
+// last row and one never freed both end at `rows`, so lifetimes alone cannot tell them
+// apart: `freed` does.
+struct RmmLog {
+  std::vector<Lifetime> lifetimes;
+  std::vector<bool> freed;            // parallel to lifetimes: a free row ended it
+  std::vector<RmmFailure> failures;   // in row order
+  std::uint64_t rows = 0;             // allocate and free rows: the end of the log's time
+};
+
+class RmmLogReader final : public LifetimeReader {
+ public:
+  std::string_view format_name() const override { return "RMM log"; }
+  std::string_view expected_start() const override {
+    return "Thread,Time,Action,Pointer,Size,Stream";
+  }
+  bool accepts(std::string_view head) const override;
+  std::vector<Lifetime> read(std::istream& in, const std::string& source) const override;
+  // The same reading, with what lifetimes leave out.
+  RmmLog read_log(std::istream& in, const std::string& source) const;
+};
+
+}  // namespace luma::core

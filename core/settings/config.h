@@ -1,0 +1,72 @@
+// config.h - one parser for LUMA_CONF-style settings: "key:value,key:value" like
+// PYTORCH_CUDA_ALLOC_CONF. Sizes are plain bytes or carry a K/M/G suffix (KiB/MiB/GiB, an
+// optional trailing B or iB); every size key also has a "<key>_mb" form in MiB.
+// An unknown key or malformed value is an error that names it; parsing goes on with the
+// other keys, and the bad one keeps its previous value. Never throws, never aborts.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "allocator/constants.h"
+
+namespace luma::core {
+
+// What a free must guarantee before the block is handed out again (see README).
+enum class FreeSync : std::uint8_t {
+  event,   // record an event on every stream that may use the block; reuse once done
+  none,    // reuse at once: correct only for programs that use one stream
+  device,  // synchronize the device on every free: always correct, slowest
+};
+// "event", "none", "device": the name LUMA_CONF takes and the statistics print.
+const char* free_sync_name(FreeSync f) noexcept;
+
+struct Settings {
+  AllocatorOptions allocator;
+  FreeSync free_sync = FreeSync::event;
+  // cuMemGetInfo reports memory the cache holds but does not use as free.
+  bool report_cached_as_free = true;
+  // Serve allocations from the cache at all (false: every call goes to the driver, luma
+  // only counts and traces).
+  bool caching = true;
+  // Allocations of this many bytes or more get a driver allocation of their own, uncached,
+  // so the pointer is its allocation's start: for programs that export the pointer they
+  // allocated and use the peer's opened pointer as the buffer (CUDA's simpleIPC). 0: off.
+  std::uint64_t ipc_own_segment = 0;
+};
+
+struct ParseResult {
+  Settings settings;
+  std::vector<std::string> errors;  // one line each, naming the key and the bad value
+};
+
+// Parses `text` over `base`. Empty text gives `base` unchanged and no errors.
+// Sizes that must be multiples of the alignment and that `text` does not set follow an
+// alignment it sets: they are rounded up to multiples of it (alignment:512 makes the
+// default min_split 512), so that setting one key never makes a default invalid.
+ParseResult parse_settings(std::string_view text, const Settings& base = {});
+
+// Checks the relations between options (alignment a power of two, min_split a multiple of
+// it, pools and segment sizes ordered); returns one message per violation. `set` names the
+// keys the user gave: a message about a relation between a key the user set and one left
+// at its default names the one the user set first and calls the other a default. Without
+// `set`, every key counts as set.
+std::vector<std::string> validate(const AllocatorOptions& options);
+std::vector<std::string> validate(const AllocatorOptions& options,
+                                  const std::vector<std::string_view>& set);
+
+// "123", "4K", "2MiB", "1.5G" is not accepted (sizes are integers). nullopt on error with
+// the reason in *error.
+std::optional<std::uint64_t> parse_size(std::string_view text, std::string* error = nullptr);
+std::optional<bool> parse_bool(std::string_view text);
+
+// The settings as "key:value" pairs (for trace headers and statistics).
+std::string format_settings(const Settings& settings);
+
+// Names of every key parse_settings accepts, for documentation and tests.
+std::vector<std::string> settings_keys();
+
+}  // namespace luma::core
