@@ -271,7 +271,7 @@ struct CachingAllocator::Impl {
   // Closes the open epoch with one fence recorded now, after every free in it. kNoFence:
   // its blocks are free at once. Needs room in `closed` (reserve_capacity, or the queue's
   // own grow); without it, waits for the fence instead of queueing it (fence_queue.h).
-  void close_epoch() noexcept {
+  [[gnu::always_inline]] void close_epoch() noexcept {
     if (open_epoch.empty()) return;
     using Closed = FenceQueue<Epoch>::Closed;
     if (closed.close(open_epoch, [this](Epoch& e) noexcept { complete_epoch(e); }) == Closed::queued)

@@ -46,8 +46,10 @@ class FenceQueue {
 
   // Closes `batch` with one fence recorded now, after every free in it. Recording later
   // than a free is safe: the fence covers at least the work issued before the free.
+  // (always_inline, like poll: the caching allocator closes epochs on its hot path, where
+  // a call measured as more instructions per alloc+free pair than the code it replaced.)
   template <class Complete>
-  Closed close(Batch& batch, Complete&& complete) noexcept {
+  [[gnu::always_inline]] Closed close(Batch& batch, Complete&& complete) noexcept {
     batch.fence = dev_.record_fence();
     if (batch.fence == kNoFence) {
       complete(batch);
@@ -76,7 +78,7 @@ class FenceQueue {
   // PyTorch's process_events: completes the oldest batches whose fences are done, stopping
   // at the first that is not (later ones are later in time too). Returns how many.
   template <class Complete>
-  std::size_t poll(Complete&& complete) noexcept {
+  [[gnu::always_inline]] std::size_t poll(Complete&& complete) noexcept {
     std::size_t n = 0;
     while (count_ != 0 && dev_.fence_done(oldest().fence)) {
       finish_oldest(complete);
