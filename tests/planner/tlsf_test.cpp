@@ -1,4 +1,4 @@
-// tlsf_test.cpp - the TLSF against the reference semantics (../shared/reference/tlsf.rs):
+// tlsf_test.cpp - the TLSF against the reference semantics (docs/planner.md, "tlsf"):
 // bucket indices, rounding, FIFO order, alignment, merging, the three errors, determinism.
 // check() runs after every operation.
 #include <gtest/gtest.h>
