@@ -16,25 +16,35 @@
 
 #include "device_allocator.h"
 #include "config.h"
+#include "device_limits.h"
 #include "driver_device.h"
+#include "limited_device.h"
 
 namespace luma::shim {
 
 struct ContextEntry {
-  // `plan`: the process's accepted plan (LUMA_PLAN), or nullptr.
+  // `plan`: the process's accepted plan (LUMA_PLAN), or nullptr. `budget`: the device's
+  // memory limit (device_limits.h), or nullptr for none; it must outlive the entry.
   ContextEntry(const RealDriver& driver, CUcontext c, int device_index,
                const core::Settings& settings, StreamRegistry& streams,
-               const core::PlanFile* plan = nullptr)
+               const core::PlanFile* plan = nullptr, core::MemoryBudget* budget = nullptr)
       : ctx(c),
         device(device_index),
         driver_device(driver, c, settings.free_sync, streams),
-        allocator(driver_device, device_index, settings.allocator, plan) {}
+        limited(budget != nullptr ? std::make_unique<core::LimitedDevice>(driver_device, *budget)
+                                  : nullptr),
+        allocator(limited != nullptr ? static_cast<core::Device&>(*limited)
+                                     : static_cast<core::Device&>(driver_device),
+                  device_index, settings.allocator, plan) {}
 
   CUcontext ctx;
   int device;
   bool primary = false;  // the device's primary context (reset and release destroy it)
   std::atomic<bool> retired{false};
   DriverDevice driver_device;
+  // With a memory limit: the driver device behind the device's budget (the allocator
+  // reserves through it); nullptr without one, so an unlimited process pays nothing.
+  std::unique_ptr<core::LimitedDevice> limited;
   core::DeviceAllocator allocator;  // the cache, with the plan's replay in front of it
 };
 
@@ -81,10 +91,15 @@ class ContextTable {
     return entries_[i].load(std::memory_order_acquire);
   }
 
+  // The memory limit of each device index. Its budget_for only from inside
+  // find_or_create's make() (under this table's lock); find anywhere.
+  DeviceLimits& limits() noexcept { return limits_; }
+
  private:
   std::array<std::atomic<ContextEntry*>, kMaxContexts> entries_{};
   std::atomic<std::size_t> count_{0};
   std::mutex mutex_;
+  DeviceLimits limits_;
 };
 
 }  // namespace luma::shim
