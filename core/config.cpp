@@ -129,10 +129,13 @@ std::optional<std::uint64_t> memory_limit_for(const Settings& s, std::uint64_t d
   std::optional<std::uint64_t> limit;
   if (s.memory_limit != 0) limit = s.memory_limit;
   if (s.memory_fraction > 0) {
-    // Rounded down: the limit never exceeds the fraction. f <= 1, so no overflow.
-    const long double bytes = static_cast<long double>(device_total) * s.memory_fraction;
-    const auto share = static_cast<std::uint64_t>(std::min<long double>(
-        std::floor(bytes), static_cast<long double>(device_total)));
+    // Rounded down: the limit never exceeds the fraction, nor the device (compared before
+    // converting back, so a product that rounds up to 2^64 is never converted).
+    const long double bytes =
+        std::floor(static_cast<long double>(device_total) * s.memory_fraction);
+    const std::uint64_t share = bytes >= static_cast<long double>(device_total)
+                                    ? device_total
+                                    : static_cast<std::uint64_t>(bytes);
     limit = limit ? std::min(*limit, share) : share;
   }
   return limit;

@@ -74,13 +74,18 @@ bool read_stat(const char* path, char* state, std::uint64_t* start_time) noexcep
 
 }  // namespace
 
-MemberId own_member_id() noexcept {
+MemberId process_member_id(std::uint32_t pid) noexcept {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%u/stat", pid);
   char state = 0;
   std::uint64_t start = 0;
-  const auto pid = static_cast<std::uint64_t>(::getpid());
-  if (pid > kPidMask || !read_stat("/proc/self/stat", &state, &start)) return 0;
+  if (pid == 0 || pid > kPidMask || !read_stat(path, &state, &start)) return 0;
   if (start >= (std::uint64_t{1} << (64 - kPidBits))) return 0;
-  return member_id(static_cast<std::uint32_t>(pid), start);
+  return member_id(pid, start);
+}
+
+MemberId own_member_id() noexcept {
+  return process_member_id(static_cast<std::uint32_t>(::getpid()));
 }
 
 bool member_alive(MemberId id) noexcept {

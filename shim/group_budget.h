@@ -41,7 +41,9 @@ using MemberId = std::uint64_t;
 MemberId member_id(std::uint32_t pid, std::uint64_t start_time) noexcept;
 std::uint32_t member_pid(MemberId id) noexcept;
 
-// This process's id from /proc/self/stat; 0 when it cannot be read.
+// The id of process pid from /proc/<pid>/stat; 0 when it cannot be read.
+MemberId process_member_id(std::uint32_t pid) noexcept;
+// This process's id; 0 when it cannot be read.
 MemberId own_member_id() noexcept;
 // Whether the process `id` names still runs: /proc/<pid>/stat exists, its state is not
 // zombie or dead, and its start time is the one in id.
