@@ -91,8 +91,8 @@ class ContextTable {
     return entries_[i].load(std::memory_order_acquire);
   }
 
-  // The memory limit of each device index. Its budget_for only from inside
-  // find_or_create's make() (under this table's lock); find anywhere.
+  // The memory limit of each device index: budget_for only from inside find_or_create's
+  // make() (under this table's lock).
   DeviceLimits& limits() noexcept { return limits_; }
 
  private:

@@ -48,7 +48,7 @@ core::MemoryBudget* DeviceLimits::budget_for(int device, std::size_t device_tota
       said_too_many_ = true;
       return nullptr;
     }
-    if (decided_[d]) return budgets_[d].load(std::memory_order_relaxed);
+    if (decided_[d]) return budgets_[d];
     decided_[d] = true;
     if (settings.memory_fraction > 0 && device_total == 0 && settings.memory_limit == 0) {
       log().warn("memory_fraction: the size of device {} is unknown; it has no limit", device);
@@ -62,7 +62,7 @@ core::MemoryBudget* DeviceLimits::budget_for(int device, std::size_t device_tota
         table != nullptr
             ? static_cast<core::MemoryBudget*>(new GroupBudget(*table, d, limit))
             : static_cast<core::MemoryBudget*>(new core::ProcessBudget(limit));
-    budgets_[d].store(made, std::memory_order_release);
+    budgets_[d] = made;
     log().info("device {}: memory limit {} bytes{}{}", device, limit,
                table != nullptr ? ", shared by limit_group " : "",
                table != nullptr ? settings.limit_group : std::string());

@@ -4,13 +4,12 @@
 // every process of the group. Made on first use, when the device's first context is
 // served; never freed (like the context entries that point at them).
 //
-// budget_for is called only under the context table's lock (context_table.h); find is
-// lock-free. Never throws; shared memory that cannot be used is one log line, then each
+// budget_for is called only under the context table's lock (context_table.h); a context
+// entry keeps its budget (through its LimitedDevice) for lock-free use. Never throws; shared memory that cannot be used is one log line, then each
 // device gets a budget of this process's own.
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <memory>
 
@@ -35,16 +34,11 @@ class DeviceLimits {
   // apply; said once).
   core::MemoryBudget* budget_for(int device, std::size_t device_total,
                                  const core::Settings& settings) noexcept;
-  // The budget of `device` if made, else nullptr.
-  core::MemoryBudget* find(int device) const noexcept {
-    if (device < 0 || static_cast<std::size_t>(device) >= kMaxDevices) return nullptr;
-    return budgets_[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
-  }
 
  private:
   GroupTable* group(const core::Settings& settings) noexcept;
 
-  std::array<std::atomic<core::MemoryBudget*>, kMaxDevices> budgets_{};
+  std::array<core::MemoryBudget*, kMaxDevices> budgets_{};  // never freed
   std::array<bool, kMaxDevices> decided_{};
   std::unique_ptr<GroupTable> group_;
   bool group_tried_ = false;
