@@ -18,8 +18,8 @@
 #include <optional>
 
 #include "call_context.h"
-#include "limited_mem_info.h"
 #include "dlsym_hook.h"
+#include "limited_mem_info.h"
 #include "log.h"
 #include "proc_address.h"
 #include "real_driver.h"
