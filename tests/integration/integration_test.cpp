@@ -478,6 +478,42 @@ TEST(MemoryLimits, GroupMembersShareTheLimitAndAKilledMemberGivesItsShareBack) {
   EXPECT_EQ(after, 1u);
 }
 
+// Shared memory that cannot be used (here: an object of another layout under the group's
+// name): one line says so, and the limit still holds for the process alone.
+TEST(MemoryLimits, UnusableSharedMemoryIsOneLineThenAProcessLimit) {
+  REQUIRE_PROGRAMS();
+  const std::string group = "itbad" + std::to_string(getpid());
+  const std::string object = "/dev/shm/luma." + group + "." + std::to_string(getuid());
+  if (FILE* f = std::fopen(object.c_str(), "w")) {
+    std::fputs("not a luma group table", f);
+    std::fclose(f);
+  } else {
+    GTEST_SKIP() << "no /dev/shm";
+  }
+  LumaRun r = run_under_luma("driver", {"limit", std::to_string(16 * kMiB)},
+                             {{"LUMA_CONF", "memory_limit:64M,limit_group:" + group}});
+  std::remove(object.c_str());
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_EQ(count(r.result.err, "limit_group:" + group), 1) << r.result.err;
+  EXPECT_EQ(count(r.result.err, "another layout"), 1) << r.result.err;
+  LimitLine l;
+  ASSERT_TRUE(parse_limit_line(r.result.out, &l)) << r.result.out;
+  EXPECT_EQ(l.t0, 64 * kMiB);
+  EXPECT_EQ(l.n, 4u);
+}
+
+// A reset device's memory went with its context: its share of the limit comes back, so
+// the re-made context can reserve the same 22 MiB (a 2 MiB small and a 20 MiB large
+// segment) under a 22 MiB limit.
+TEST_P(EveryKind, DeviceResetGivesTheMemoryBackToTheLimit) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"reset"}, {{"LUMA_CONF", "memory_limit:22M"}});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  int ooms = 0;
+  for (const json& d : r.stats["devices"]) ooms += d["memory_stats"]["num_ooms"].get<int>();
+  EXPECT_EQ(ooms, 0) << r.stats.dump();
+}
+
 // The same two processes without a group: each has the whole limit.
 TEST(MemoryLimits, WithoutAGroupEachProcessHasItsOwnLimit) {
   REQUIRE_PROGRAMS();
