@@ -54,28 +54,41 @@ struct Group {
   std::unique_ptr<luma::shim::GroupBudget> budget;
 };
 
-void pairs(benchmark::State& state, luma::core::Device& dev) {
+// reserves_per_pair: segment reservations (each one budget take) per timed pair, the
+// reservations made while filling the live set left out, as in bench_allocator's BM_Luma.
+void pairs(benchmark::State& state, luma::core::Device& dev, const AddressOnlyDevice& inner) {
   luma::core::CachingAllocator a(dev, 0);
+  const auto live = static_cast<std::size_t>(state.range(0));
+  std::size_t calls = 0;
+  std::uint64_t fill_reserves = 0;
   luma::bench::run_pairs(
-      state, [&](std::size_t n) { return a.allocate(n).ptr; }, [&](void* p) { a.free(p); });
+      state,
+      [&](std::size_t n) {
+        if (calls++ == live) fill_reserves = inner.reserves();
+        return a.allocate(n).ptr;
+      },
+      [&](void* p) { a.free(p); });
+  const double pairs = static_cast<double>(state.iterations());
+  state.counters["reserves_per_pair"] =
+      pairs > 0 && calls > live ? static_cast<double>(inner.reserves() - fill_reserves) / pairs : 0.0;
 }
 
 void BM_Pair_NoLimit(benchmark::State& state) {
   AddressOnlyDevice dev;
-  pairs(state, dev);
+  pairs(state, dev, dev);
 }
 void BM_Pair_ProcessLimit(benchmark::State& state) {
   AddressOnlyDevice inner;
   luma::core::ProcessBudget budget(kLimit);
   luma::core::LimitedDevice dev(inner, budget);
-  pairs(state, dev);
+  pairs(state, dev, inner);
 }
 void BM_Pair_GroupLimit(benchmark::State& state) {
   AddressOnlyDevice inner;
   Group g(1);
   if (!g.budget) return state.SkipWithError("no shared memory");
   luma::core::LimitedDevice dev(inner, *g.budget);
-  pairs(state, dev);
+  pairs(state, dev, inner);
 }
 BENCHMARK(BM_Pair_NoLimit)->Arg(10'000);
 BENCHMARK(BM_Pair_ProcessLimit)->Arg(10'000);
