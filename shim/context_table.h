@@ -17,19 +17,27 @@
 
 #include "replay/context_allocator.h"
 #include "settings/config.h"
+#include "device_limits.h"
 #include "driver_device.h"
+#include "limits/limited_device.h"
 
 namespace luma::shim {
 
 struct ContextEntry {
-  // `plan`: the process's accepted plan (LUMA_PLAN), or nullptr.
+  // `plan`: the process's accepted plan (LUMA_PLAN), or nullptr. `budget`: the device's
+  // memory limit (device_limits.h), or nullptr for none; it must outlive the entry.
   ContextEntry(const RealDriver& driver, CUcontext c, int device_index,
                const core::Settings& settings, StreamRegistry& streams,
-               const CaptureRegistry& captures, const core::PlanFile* plan = nullptr)
+               const CaptureRegistry& captures, const core::PlanFile* plan = nullptr,
+               core::MemoryBudget* budget = nullptr)
       : ctx(c),
         device(device_index),
         driver_device(driver, c, settings.free_sync, streams, captures),
-        allocator(driver_device, device_index, settings.allocator, plan) {}
+        limited(budget != nullptr ? std::make_unique<core::LimitedDevice>(driver_device, *budget)
+                                  : nullptr),
+        allocator(limited != nullptr ? static_cast<core::Device&>(*limited)
+                                     : static_cast<core::Device&>(driver_device),
+                  device_index, settings.allocator, plan) {}
 
   CUcontext ctx;
   int device;
@@ -37,6 +45,9 @@ struct ContextEntry {
   std::atomic<bool> retired{false};
   ContextEntry* next_made = nullptr;  // the entry made before this one (ContextTable::made)
   DriverDevice driver_device;
+  // With a memory limit: the driver device behind the device's budget (the allocator
+  // reserves through it); nullptr without one, so an unlimited process pays nothing.
+  std::unique_ptr<core::LimitedDevice> limited;
   core::ContextAllocator allocator;  // the cache, with the plan's replay in front of it
 };
 
@@ -110,12 +121,16 @@ class ContextTable {
   // included, for the statistics at exit.
   ContextEntry* made() const noexcept { return made_.load(std::memory_order_acquire); }
   bool empty() const noexcept { return made() == nullptr; }
+  // The memory limit of each device index: budget_for only from inside find_or_create's
+  // make() (under this table's lock).
+  DeviceLimits& limits() noexcept { return limits_; }
 
  private:
   std::array<std::atomic<ContextEntry*>, kMaxContexts> slots_{};
   std::atomic<std::size_t> used_{0};  // slots ever used (a prefix of slots_)
   std::atomic<ContextEntry*> made_{nullptr};
   std::mutex mutex_;
+  DeviceLimits limits_;
 };
 
 }  // namespace luma::shim

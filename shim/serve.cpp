@@ -19,6 +19,7 @@
 #include "call_context.h"
 #include "capture_registry.h"
 #include "dlsym_hook.h"
+#include "limits/limited_mem_info.h"
 #include "log.h"
 #include "proc_address.h"
 #include "recursion_guard.h"
@@ -70,8 +71,22 @@ ContextEntry* current_entry(State& s) {
   ContextEntry* found = s.contexts.find_or_create(ctx, [&]() -> ContextEntry* {
     CUdevice device = 0;
     if (s.driver.ctx_get_device(&device) != CUDA_SUCCESS) device = 0;
+    // The device's memory limit (made with its first context; memory_fraction needs the
+    // device's size: cuDeviceTotalMem, else cuMemGetInfo's total, this context being
+    // current).
+    core::MemoryBudget* budget = nullptr;
+    if (DeviceLimits::wanted(s.settings.core) || !s.settings.core.limit_group.empty()) {
+      std::size_t total = 0, free = 0;
+      if (s.driver.device_total_mem == nullptr ||
+          s.driver.device_total_mem(&total, device) != CUDA_SUCCESS) {
+        total = 0;
+        if (s.driver.mem_get_info == nullptr || s.driver.mem_get_info(&free, &total) != CUDA_SUCCESS)
+          total = 0;
+      }
+      budget = s.contexts.limits().budget_for(device, total, s.settings.core);
+    }
     auto* e = new ContextEntry(s.driver, ctx, device, s.settings.core, s.streams, s.captures,
-                               s.plans.plan_for_new_allocator(s.driver));
+                               s.plans.plan_for_new_allocator(s.driver), budget);
     if (e->allocator.has_plan()) e->allocator.set_divergence_sink(&s.divergence_log);
     e->primary = is_primary_context(s.driver, ctx, device);
     // Before the entry is published: the allocator's first event is already recorded.
@@ -161,6 +176,7 @@ std::optional<CUresult> free_in_cache(State& s, void* p) noexcept {
 // the next allocation in a context with this handle start a fresh entry.
 void retire_entry(State& s, ContextEntry* e) noexcept {
   e->allocator.drop_device_memory();
+  if (e->limited != nullptr) e->limited->forget_reserved();  // the budget gets it back
   e->driver_device.forget_events();
   s.streams.remove_context(e->ctx);
   s.contexts.retire(e);
@@ -258,17 +274,35 @@ CUresult serve_mem_free_async(State& s, CUdeviceptr dptr, CUstream stream,
 
 CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total) {
   CUresult r = s.driver.mem_get_info(free, total);
-  if (r != CUDA_SUCCESS || free == nullptr || !s.settings.core.report_cached_as_free) return r;
+  if (r != CUDA_SUCCESS || free == nullptr) return r;
+  const bool limited = DeviceLimits::wanted(s.settings.core);
+  if (!limited && !s.settings.core.report_cached_as_free) return r;
   // Memory the cache holds but the program does not is free to the program: it gets it
-  // from luma without a driver call (programs size themselves from this number).
-  CUcontext ctx = nullptr;
-  if (s.driver.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx != nullptr) {
-    if (ContextEntry* e = s.contexts.find(ctx)) {
-      std::size_t cached = e->allocator.cached_bytes();
-      std::size_t limit = total != nullptr ? *total : SIZE_MAX;
-      *free = (*free > limit - std::min(cached, limit)) ? limit : *free + cached;
-    }
+  // from luma without a driver call (programs size themselves from this number). Under a
+  // memory limit the limit is the total and what is left under it is free
+  // (core/limits/limited_mem_info.h): the device's entry is made now if need be, so a
+  // program asking before its first allocation already sees its limit.
+  ContextEntry* e = nullptr;
+  if (limited) {
+    e = current_entry(s);
+  } else {
+    CUcontext ctx = nullptr;
+    if (s.driver.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx != nullptr) e = s.contexts.find(ctx);
   }
+  if (e == nullptr) return r;
+  luma::core::MemInfoInput in;
+  in.real_free = *free;
+  in.real_total = total != nullptr ? *total : SIZE_MAX;
+  in.cached = s.settings.core.report_cached_as_free ? e->allocator.cached_bytes() : 0;
+  if (e->limited != nullptr) {
+    const luma::core::MemoryBudget& budget = e->limited->budget();
+    in.limited = true;
+    in.limit = budget.limit();
+    in.used = budget.used();
+  }
+  const luma::core::MemInfo out = luma::core::limited_mem_info(in);
+  *free = out.free;
+  if (total != nullptr) *total = out.total;
   return r;
 }
 

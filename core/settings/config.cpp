@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cmath>
 #include <charconv>
 #include <functional>
 #include <limits>
@@ -30,7 +32,7 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
-enum class Kind { size, boolean, free_sync };
+enum class Kind { size, boolean, free_sync, fraction, name };
 
 struct Key {
   std::string_view name;
@@ -38,6 +40,9 @@ struct Key {
   // Where the value goes; sizes take bytes, booleans 0/1, free_sync its enum value.
   std::function<void(Settings&, std::uint64_t)> store;
   std::function<std::uint64_t(const Settings&)> load;
+  // Kind::name only: the text value (store/load above are unused).
+  std::function<void(Settings&, std::string_view)> store_text = {};
+  std::function<std::string(const Settings&)> load_text = {};
 };
 
 #define LUMA_SIZE_KEY(field)                                                             \
@@ -72,6 +77,15 @@ const std::vector<Key>& keys() {
       Key{"ipc_own_segment", Kind::size,
           [](Settings& s, std::uint64_t v) { s.ipc_own_segment = v; },
           [](const Settings& s) -> std::uint64_t { return s.ipc_own_segment; }},
+      // Memory limits: the fraction travels through store/load as the double's bits.
+      Key{"memory_limit", Kind::size, [](Settings& s, std::uint64_t v) { s.memory_limit = v; },
+          [](const Settings& s) { return s.memory_limit; }},
+      Key{"memory_fraction", Kind::fraction,
+          [](Settings& s, std::uint64_t v) { s.memory_fraction = std::bit_cast<double>(v); },
+          [](const Settings& s) { return std::bit_cast<std::uint64_t>(s.memory_fraction); }},
+      Key{"limit_group", Kind::name, nullptr, nullptr,
+          [](Settings& s, std::string_view v) { s.limit_group = std::string(v); },
+          [](const Settings& s) { return s.limit_group; }},
   };
   return table;
 }
@@ -97,7 +111,43 @@ std::optional<std::uint64_t> parse_uint(std::string_view text) {
   return v;
 }
 
+// "0.5", "1", "0.25": a fraction 0 < f <= 1 (no exponent-free rule: from_chars decides
+// what a number is, and anything it reads that is not in (0, 1] is refused).
+std::optional<double> parse_fraction(std::string_view text) {
+  double v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || p != text.data() + text.size() || !std::isfinite(v) || v <= 0 || v > 1)
+    return std::nullopt;
+  return v;
+}
+
 }  // namespace
+
+bool valid_limit_group(std::string_view name) {
+  if (name.empty() || name.size() > kMaxLimitGroupName) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return name != "." && name != "..";
+}
+
+std::optional<std::uint64_t> memory_limit_for(const Settings& s, std::uint64_t device_total) {
+  std::optional<std::uint64_t> limit;
+  if (s.memory_limit != 0) limit = s.memory_limit;
+  if (s.memory_fraction > 0) {
+    // Rounded down: the limit never exceeds the fraction, nor the device (compared before
+    // converting back, so a product that rounds up to 2^64 is never converted).
+    const long double bytes =
+        std::floor(static_cast<long double>(device_total) * s.memory_fraction);
+    const std::uint64_t share = bytes >= static_cast<long double>(device_total)
+                                    ? device_total
+                                    : static_cast<std::uint64_t>(bytes);
+    limit = limit ? std::min(*limit, share) : share;
+  }
+  return limit;
+}
 
 std::optional<std::uint64_t> parse_size(std::string_view text, std::string* error) {
   auto fail = [&](std::string why) -> std::optional<std::uint64_t> {
@@ -308,6 +358,27 @@ ParseResult parse_settings(std::string_view text, const Settings& base) {
         key->store(result.settings, static_cast<std::uint64_t>(*f));
         break;
       }
+      case Kind::fraction: {
+        auto f = parse_fraction(value);
+        if (!f) {
+          result.errors.push_back(fmt::format(
+              "{}: bad value '{}': expected a fraction of the device's memory, 0 < f <= 1 "
+              "(e.g. 0.5)", name, value));
+          continue;
+        }
+        key->store(result.settings, std::bit_cast<std::uint64_t>(*f));
+        break;
+      }
+      case Kind::name: {
+        if (!valid_limit_group(value)) {
+          result.errors.push_back(fmt::format(
+              "{}: bad value '{}': expected a name of 1 to {} letters, digits, '_', '.' or '-'",
+              name, value, kMaxLimitGroupName));
+          continue;
+        }
+        key->store_text(result.settings, value);
+        break;
+      }
     }
   }
   // Relations between sizes: if the result is inconsistent, report it and fall back to the
@@ -335,7 +406,14 @@ ParseResult parse_settings(std::string_view text, const Settings& base) {
 std::string format_settings(const Settings& s) {
   std::string out;
   for (const Key& k : keys()) {
+    // Unset limit keys are left out (an empty name or a zero fraction is no valid value).
+    if (k.kind == Kind::name && k.load_text(s).empty()) continue;
+    if (k.kind == Kind::fraction && std::bit_cast<double>(k.load(s)) <= 0) continue;
     if (!out.empty()) out += ',';
+    if (k.kind == Kind::name) {
+      out += fmt::format("{}:{}", k.name, k.load_text(s));
+      continue;
+    }
     std::uint64_t v = k.load(s);
     switch (k.kind) {
       case Kind::size:
@@ -346,6 +424,11 @@ std::string format_settings(const Settings& s) {
         break;
       case Kind::free_sync:
         out += fmt::format("{}:{}", k.name, free_sync_name(static_cast<FreeSync>(v)));
+        break;
+      case Kind::fraction:
+        out += fmt::format("{}:{}", k.name, std::bit_cast<double>(v));  // shortest exact form
+        break;
+      case Kind::name:
         break;
     }
   }

@@ -36,7 +36,26 @@ struct Settings {
   // so the pointer is its allocation's start: for programs that export the pointer they
   // allocated and use the peer's opened pointer as the buffer (CUDA's simpleIPC). 0: off.
   std::uint64_t ipc_own_segment = 0;
+  // Memory limits (docs/settings.md, "Memory limits"): the most bytes luma reserves from
+  // each device. memory_limit in bytes (0: none); memory_fraction of the device's total
+  // (0: none; else 0 < f <= 1); both set: the smaller applies. limit_group: the name of a
+  // limit shared by every process that gives the same name (empty: the process's own).
+  std::uint64_t memory_limit = 0;
+  double memory_fraction = 0;
+  std::string limit_group;
 };
+
+// The longest limit_group name; names are [A-Za-z0-9_.-]{1,64} (they become part of a
+// shared-memory object's name).
+inline constexpr std::size_t kMaxLimitGroupName = 64;
+
+// Whether name is a valid limit_group name (see above).
+bool valid_limit_group(std::string_view name);
+
+// The limit in bytes for a device of `device_total` bytes under `settings`, or nullopt
+// when neither memory_limit nor memory_fraction is set.
+std::optional<std::uint64_t> memory_limit_for(const Settings& settings,
+                                              std::uint64_t device_total);
 
 struct ParseResult {
   Settings settings;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <string>
 
 #include "settings/config.h"
 
@@ -205,6 +207,84 @@ TEST(SettingsKeys, ListsSizeKeysWithMbForm) {
   EXPECT_NE(std::find(keys.begin(), keys.end(), "max_split_size_mb"), keys.end());
   EXPECT_NE(std::find(keys.begin(), keys.end(), "free_sync"), keys.end());
   EXPECT_EQ(std::find(keys.begin(), keys.end(), "free_sync_mb"), keys.end());
+}
+
+// ---- memory limits ----------------------------------------------------------------
+
+TEST(MemoryLimitSettings, SizesFractionsAndGroupNamesAreRead) {
+  auto r = parse_settings("memory_limit:8G,memory_fraction:0.5,limit_group:job-42.a_b");
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  EXPECT_EQ(r.settings.memory_limit, std::uint64_t{8} << 30);
+  EXPECT_EQ(r.settings.memory_fraction, 0.5);
+  EXPECT_EQ(r.settings.limit_group, "job-42.a_b");
+  auto mb = parse_settings("memory_limit_mb:300,memory_fraction:1");
+  ASSERT_TRUE(mb.errors.empty()) << mb.errors.front();
+  EXPECT_EQ(mb.settings.memory_limit, std::uint64_t{300} << 20);
+  EXPECT_EQ(mb.settings.memory_fraction, 1.0);
+  EXPECT_EQ(Settings{}.memory_limit, 0u);  // no limit unless asked
+  EXPECT_EQ(Settings{}.memory_fraction, 0.0);
+}
+
+TEST(MemoryLimitSettings, BadValuesAreNamedAndKeepTheirDefaults) {
+  for (const char* text : {"memory_fraction:0", "memory_fraction:1.5", "memory_fraction:-0.5",
+                           "memory_fraction:nan", "memory_fraction:inf", "memory_fraction:half",
+                           "memory_fraction:0.5x", "memory_fraction:"}) {
+    auto r = parse_settings(text);
+    EXPECT_TRUE(mentions(r.errors, "memory_fraction")) << text;
+    EXPECT_EQ(r.settings.memory_fraction, 0.0) << text;
+  }
+  for (const char* text : {"memory_limit:lots", "memory_limit:1.5G", "memory_limit:-1",
+                           "memory_limit_mb:1G"}) {
+    auto r = parse_settings(text);
+    EXPECT_TRUE(mentions(r.errors, "memory_limit")) << text;
+    EXPECT_EQ(r.settings.memory_limit, 0u) << text;
+  }
+  const std::string long_name(kMaxLimitGroupName + 1, 'a');
+  for (std::string text : {std::string("limit_group:a/b"), std::string("limit_group:"),
+                           std::string("limit_group:.."), std::string("limit_group:a b"),
+                           "limit_group:" + long_name}) {
+    auto r = parse_settings(text);
+    EXPECT_TRUE(mentions(r.errors, "limit_group")) << text;
+    EXPECT_EQ(r.settings.limit_group, "") << text;
+  }
+  EXPECT_TRUE(parse_settings("limit_group:" + long_name.substr(1)).errors.empty());
+}
+
+TEST(MemoryLimitSettings, FormatRoundTripsAndLeavesUnsetKeysOut) {
+  const std::string plain = format_settings(Settings{});
+  EXPECT_NE(plain.find("memory_limit:0"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("memory_fraction"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("limit_group"), std::string::npos) << plain;
+  auto r = parse_settings("memory_limit:1G,memory_fraction:0.3,limit_group:g1");
+  ASSERT_TRUE(r.errors.empty());
+  const std::string text = format_settings(r.settings);
+  EXPECT_NE(text.find("memory_fraction:0.3"), std::string::npos) << text;
+  EXPECT_NE(text.find("limit_group:g1"), std::string::npos) << text;
+  auto again = parse_settings(text);
+  ASSERT_TRUE(again.errors.empty()) << again.errors.front();
+  EXPECT_EQ(format_settings(again.settings), text);
+  EXPECT_EQ(again.settings.memory_fraction, 0.3);
+}
+
+TEST(MemoryLimitSettings, TheLimitOfADeviceIsTheSmallerOfBoth) {
+  Settings s;
+  EXPECT_FALSE(memory_limit_for(s, 80ull << 30).has_value());
+  s.memory_limit = 8ull << 30;
+  EXPECT_EQ(memory_limit_for(s, 80ull << 30), 8ull << 30);
+  s.memory_fraction = 0.05;  // 4 GiB of 80
+  EXPECT_EQ(memory_limit_for(s, 80ull << 30), 4ull << 30);
+  s.memory_limit = 0;
+  EXPECT_EQ(memory_limit_for(s, 1000), 50u);
+  s.memory_fraction = 1;
+  EXPECT_EQ(memory_limit_for(s, UINT64_MAX), UINT64_MAX);  // never above the device
+  s.memory_fraction = 1.0 / 3;
+  EXPECT_EQ(memory_limit_for(s, 10), 3u);  // rounded down
+}
+
+TEST(SettingsKeys, ListsTheMemoryLimitKeys) {
+  auto keys = settings_keys();
+  for (const char* k : {"memory_limit", "memory_limit_mb", "memory_fraction", "limit_group"})
+    EXPECT_NE(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ LUMA_FAKE_API CUresult cuInit(unsigned int flags);
 LUMA_FAKE_API CUresult cuDriverGetVersion(int* version);
 LUMA_FAKE_API CUresult cuDeviceGetCount(int* count);
 LUMA_FAKE_API CUresult cuDeviceGet(CUdevice* device, int ordinal);
+LUMA_FAKE_API CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev);
 LUMA_FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev);
 LUMA_FAKE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 LUMA_FAKE_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);

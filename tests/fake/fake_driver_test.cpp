@@ -338,6 +338,22 @@ TEST_F(FakeDriver, ContextsArePerThreadAndPerDevice) {
   EXPECT_EQ(cuDevicePrimaryCtxRetain(&bad, count), CUDA_ERROR_INVALID_DEVICE);
 }
 
+// cuDeviceTotalMem_v2: the device's capacity, whatever is allocated; bad arguments refused.
+TEST_F(FakeDriver, DeviceTotalMemIsTheCapacity) {
+  size_t total = 0, free = 0, info_total = 0;
+  ASSERT_EQ(cuDeviceTotalMem_v2(&total, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemGetInfo_v2(&free, &info_total), CUDA_SUCCESS);
+  EXPECT_EQ(total, info_total);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&p, 1 << 20), CUDA_SUCCESS);
+  size_t again = 0;
+  ASSERT_EQ(cuDeviceTotalMem_v2(&again, 0), CUDA_SUCCESS);
+  EXPECT_EQ(again, total);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  EXPECT_EQ(cuDeviceTotalMem_v2(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDeviceTotalMem_v2(&again, luma_fake_device_count()), CUDA_ERROR_INVALID_DEVICE);
+}
+
 TEST_F(FakeDriver, SynchronousCopiesRoundTrip) {
   CUdeviceptr a = 0, b = 0;
   ASSERT_EQ(cuMemAlloc_v2(&a, 256), CUDA_SUCCESS);

@@ -32,6 +32,7 @@ const Entry kEntries[] = {
     {"cuDriverGetVersion", 2020, FN(cuDriverGetVersion), nullptr},
     {"cuDeviceGetCount", 2000, FN(cuDeviceGetCount), nullptr},
     {"cuDeviceGet", 2000, FN(cuDeviceGet), nullptr},
+    {"cuDeviceTotalMem", 3020, FN(cuDeviceTotalMem_v2), nullptr},
     {"cuDevicePrimaryCtxRetain", 7000, FN(cuDevicePrimaryCtxRetain), nullptr},
     {"cuDevicePrimaryCtxRelease", 11000, FN(cuDevicePrimaryCtxRelease_v2), nullptr},
     {"cuDevicePrimaryCtxReset", 11000, FN(cuDevicePrimaryCtxReset_v2), nullptr},

@@ -6,6 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include <dirent.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <algorithm>
 #include <cstdio>
@@ -420,6 +423,162 @@ TEST_P(EveryKind, DisabledLumaForwardsEverything) {
   ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
   EXPECT_TRUE(r.stats.is_null());
   EXPECT_EQ(device_counters(r.counters, 0)["mem_alloc_calls"].get<int>(), 1000);
+}
+
+// ---- memory limits (LUMA_CONF memory_limit, memory_fraction, limit_group) -----------
+
+constexpr unsigned long long kMiB = 1ull << 20;
+
+// The "limit" mode's line: total and free before, chunks that fit, free at the limit,
+// free after freeing them all.
+struct LimitLine {
+  unsigned long long t0 = 0, f0 = 0, n = 0, chunk = 0, f1 = 0, t1 = 0, f2 = 0, t2 = 0;
+};
+
+bool parse_limit_line(const std::string& out, LimitLine* l) {
+  const std::size_t at = out.find("limit: ");
+  return at != std::string::npos &&
+         std::sscanf(out.c_str() + at,
+                     "limit: total %llu free %llu; %llu chunks of %llu; at the limit free %llu "
+                     "total %llu; after freeing free %llu total %llu",
+                     &l->t0, &l->f0, &l->n, &l->chunk, &l->f1, &l->t1, &l->f2, &l->t2) == 8;
+}
+
+// 64 MiB of a 1 GiB device: the limit is the total, four 16 MiB chunks fit only once the
+// cached small segment was released, the fifth fails with out-of-memory (2) as at a real
+// OOM - and the driver never refused anything.
+TEST_P(EveryKind, MemoryLimitIsTheTotalAndAllocationsPastItFailAfterTheCacheWasReleased) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"limit", std::to_string(16 * kMiB)},
+                             {{"LUMA_CONF", "memory_limit:64M"}});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  LimitLine l;
+  ASSERT_TRUE(parse_limit_line(r.result.out, &l)) << r.result.out;
+  EXPECT_EQ(l.t0, 64 * kMiB);
+  EXPECT_EQ(l.f0, 64 * kMiB);
+  EXPECT_EQ(l.n, 4u);
+  EXPECT_EQ(l.f1, 0u);
+  EXPECT_EQ(l.f2, 64 * kMiB);  // the chunks are cached, and free to the program
+  const json& s = device_stats(r.stats, 0);
+  ASSERT_TRUE(s.is_object()) << r.stats.dump();
+  EXPECT_EQ(s["memory_stats"]["num_ooms"].get<int>(), 1) << s.dump();
+  EXPECT_GE(s["memory_stats"]["num_alloc_retries"].get<int>(), 1) << s.dump();
+  EXPECT_GE(s["cuda_free_calls"].get<int>(), 1) << "the cached segment was never released";
+  EXPECT_EQ(device_counters(r.counters, 0)["failed_allocs"].get<int>(), 0) << r.counters.dump();
+  EXPECT_LE(device_counters(r.counters, 0)["peak_bytes"].get<unsigned long long>(), 64 * kMiB);
+}
+
+// memory_fraction of the device's size (cuDeviceTotalMem): a quarter of 256 MiB.
+TEST(MemoryLimits, FractionOfTheDevice) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma("driver", {"limit", std::to_string(16 * kMiB)},
+                             {{"LUMA_CONF", "memory_fraction:0.25"},
+                              {"LUMA_FAKE_CAPACITY", std::to_string(256 * kMiB)}});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  LimitLine l;
+  ASSERT_TRUE(parse_limit_line(r.result.out, &l)) << r.result.out;
+  EXPECT_EQ(l.t0, 64 * kMiB);
+  EXPECT_EQ(l.n, 4u);
+  EXPECT_EQ(device_counters(r.counters, 0)["failed_allocs"].get<int>(), 0);
+}
+
+// A limit above the device: the device's own total and free, never more.
+TEST(MemoryLimits, LimitAboveTheDeviceShowsTheDevice) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma("shared", {"limit", std::to_string(16 * kMiB)},
+                             {{"LUMA_CONF", "memory_limit:1G"},
+                              {"LUMA_FAKE_CAPACITY", std::to_string(32 * kMiB)}});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  LimitLine l;
+  ASSERT_TRUE(parse_limit_line(r.result.out, &l)) << r.result.out;
+  EXPECT_EQ(l.t0, 32 * kMiB);
+  EXPECT_LE(l.f0, 32 * kMiB);
+  EXPECT_GE(l.n, 1u);
+  EXPECT_LT(l.f1, 16 * kMiB);
+}
+
+// Two processes of one limit_group share its 64 MiB: the other holds one 16 MiB chunk, so
+// this one gets three; the other is killed with SIGKILL (no exit handler runs) and its
+// chunk's share comes back to the group.
+TEST(MemoryLimits, GroupMembersShareTheLimitAndAKilledMemberGivesItsShareBack) {
+  REQUIRE_PROGRAMS();
+  const std::string group = "it" + std::to_string(getpid());
+  const std::string object = "/dev/shm/luma." + group + "." + std::to_string(getuid());
+  LumaRun r = run_under_luma("driver", {"group-share", std::to_string(16 * kMiB), "1"},
+                             {{"LUMA_CONF", "memory_limit:64M,limit_group:" + group}});
+  const bool made = access(object.c_str(), F_OK) == 0;
+  std::remove(object.c_str());
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_TRUE(made) << object;
+  unsigned long long member = 0, chunk = 0, mine = 0, after = 0;
+  const std::size_t at = r.result.out.find("group-share: ");
+  ASSERT_NE(at, std::string::npos) << r.result.out;
+  ASSERT_EQ(std::sscanf(r.result.out.c_str() + at,
+                        "group-share: member held %llu chunks of %llu; this process got %llu; "
+                        "after the member was killed %llu more",
+                        &member, &chunk, &mine, &after),
+            4)
+      << r.result.out;
+  EXPECT_EQ(member, 1u);
+  EXPECT_EQ(mine, 3u);
+  EXPECT_EQ(after, 1u);
+}
+
+// Shared memory that cannot be used (here: an object of another layout under the group's
+// name): one line says so, and the limit still holds for the process alone.
+TEST(MemoryLimits, UnusableSharedMemoryIsOneLineThenAProcessLimit) {
+  REQUIRE_PROGRAMS();
+  const std::string group = "itbad" + std::to_string(getpid());
+  const std::string object = "/dev/shm/luma." + group + "." + std::to_string(getuid());
+  if (FILE* f = std::fopen(object.c_str(), "w")) {
+    std::fputs("not a luma group table", f);
+    std::fclose(f);
+  } else {
+    GTEST_SKIP() << "no /dev/shm";
+  }
+  LumaRun r = run_under_luma("driver", {"limit", std::to_string(16 * kMiB)},
+                             {{"LUMA_CONF", "memory_limit:64M,limit_group:" + group}});
+  std::remove(object.c_str());
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_EQ(count(r.result.err, "limit_group:" + group), 1) << r.result.err;
+  EXPECT_EQ(count(r.result.err, "another layout"), 1) << r.result.err;
+  LimitLine l;
+  ASSERT_TRUE(parse_limit_line(r.result.out, &l)) << r.result.out;
+  EXPECT_EQ(l.t0, 64 * kMiB);
+  EXPECT_EQ(l.n, 4u);
+}
+
+// A reset device's memory went with its context: its share of the limit comes back, so
+// the re-made context can reserve the same 22 MiB (a 2 MiB small and a 20 MiB large
+// segment) under a 22 MiB limit.
+TEST_P(EveryKind, DeviceResetGivesTheMemoryBackToTheLimit) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"reset"}, {{"LUMA_CONF", "memory_limit:22M"}});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  int ooms = 0;
+  for (const json& d : r.stats["devices"]) ooms += d["memory_stats"]["num_ooms"].get<int>();
+  EXPECT_EQ(ooms, 0) << r.stats.dump();
+}
+
+// The same two processes without a group: each has the whole limit.
+TEST(MemoryLimits, WithoutAGroupEachProcessHasItsOwnLimit) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma("driver", {"group-share", std::to_string(16 * kMiB), "1"},
+                             {{"LUMA_CONF", "memory_limit:64M"}});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_NE(r.result.out.find("this process got 4; after the member was killed 0 more"),
+            std::string::npos)
+      << r.result.out;
+}
+
+TEST(MemoryLimits, BadLimitSettingsAreNamedAndTheProgramRunsOn) {
+  REQUIRE_PROGRAMS();
+  Result r = run({paths().prog("driver"), "loop", "10", "4096"},
+                 luma_env({{"LUMA_CONF", "memory_fraction:1.5,limit_group:a/b"},
+                           {"LUMA_STATS", "off"}}));
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count(r.err, "memory_fraction: bad value '1.5'"), 1) << r.err;
+  EXPECT_EQ(count(r.err, "limit_group: bad value 'a/b'"), 1) << r.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Programs, EveryKind,
