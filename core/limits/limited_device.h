@@ -30,7 +30,7 @@ class LimitedDevice final : public Device {
   FenceMode fence_mode() const noexcept override { return inner_.fence_mode(); }
   Fence record_fence() noexcept override { return inner_.record_fence(); }
   bool fence_done(Fence f) noexcept override { return inner_.fence_done(f); }
-  void fence_wait(Fence f) noexcept override { inner_.fence_wait(f); }
+  bool fence_wait(Fence f) noexcept override { return inner_.fence_wait(f); }
   void fence_release(Fence f) noexcept override { inner_.fence_release(f); }
 
   // Bytes this device holds from the wrapped one (taken from the budget).

@@ -658,17 +658,6 @@ CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   return CUDA_SUCCESS;
 }
 
-// cuDeviceTotalMem_v2 (cuda.h): "Returns in *bytes the total amount of memory available
-// on the device dev in bytes"; CUDA_ERROR_INVALID_VALUE for a null bytes,
-// CUDA_ERROR_INVALID_DEVICE for a device that does not exist. Here: the capacity.
-CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
-  if (CUresult r = ready_host()) return r;
-  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (dev < 0 || dev >= state().device_count) return CUDA_ERROR_INVALID_DEVICE;
-  *bytes = static_cast<size_t>(state().settings.capacity.load());
-  return CUDA_SUCCESS;
-}
-
 CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   if (CUresult r = ready_host()) return r;
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;

@@ -105,7 +105,6 @@ LUMA_FAKE_API CUresult cuEventDestroy_v2(CUevent event);
 
 // Device queries (fake_device_queries.cpp).
 LUMA_FAKE_API CUresult cuDeviceGetName(char* name, int len, CUdevice dev);
-LUMA_FAKE_API CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev);
 LUMA_FAKE_API CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev);
 LUMA_FAKE_API CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev);
 LUMA_FAKE_API CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev);

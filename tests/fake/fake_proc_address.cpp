@@ -82,7 +82,6 @@ const Entry kEntries[] = {
     {"cuEventDestroy", 2000, FN(cuEventDestroy), nullptr},
     {"cuEventDestroy", 4000, FN(cuEventDestroy_v2), nullptr},
     {"cuDeviceGetName", 2000, FN(cuDeviceGetName), nullptr},
-    {"cuDeviceTotalMem", 3020, FN(cuDeviceTotalMem_v2), nullptr},
     {"cuDeviceGetAttribute", 2000, FN(cuDeviceGetAttribute), nullptr},
     {"cuDeviceGetUuid", 9020, FN(cuDeviceGetUuid), nullptr},
     {"cuDeviceGetUuid", 11040, FN(cuDeviceGetUuid_v2), nullptr},
