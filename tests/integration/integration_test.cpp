@@ -451,6 +451,33 @@ TEST(RealPrograms, StreamOrderedFreeInACaptureGetsTheDriversAnswer) {
   EXPECT_TRUE(r.result.err.empty()) << r.result.err;
 }
 
+// Other threads (default global mode) during a capture: refused with the driver's error
+// in a global capture, served in a thread-local one, which then ends with a graph.
+// Regression: old main served the other thread's cuMemAlloc during a global capture (0).
+TEST(RealPrograms, OtherThreadsDuringACaptureGetTheDriversAnswers) {
+  REQUIRE_PROGRAMS();
+  Result plain = run_plain("driver", {"capture-other-threads"});
+  ASSERT_EQ(plain.exit_code, 0) << "without luma\n" << describe(plain);
+  LumaRun r = run_under_luma("driver", {"capture-other-threads"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_EQ(r.result.out, plain.out);
+  EXPECT_TRUE(r.result.err.empty()) << r.result.err;
+}
+
+// A block freed in a capture that is then invalidated keeps its fence: the allocations
+// after the failed EndCapture do not receive the late memset queued on it before the
+// capture (and, without fences, they do: the check can fail).
+TEST(RealPrograms, BlockFreedInAnInvalidatedCaptureIsFenced) {
+  REQUIRE_PROGRAMS();
+  Result plain = run_plain("driver", {"capture-invalidated-free"});
+  ASSERT_EQ(plain.exit_code, 0) << "without luma\n" << describe(plain);
+  LumaRun r = run_under_luma("driver", {"capture-invalidated-free"});
+  EXPECT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_EQ(r.result.out, plain.out);
+  LumaRun none = run_under_luma("driver", {"capture-invalidated-free"}, {{"LUMA_CONF", "free_sync:none"}});
+  EXPECT_EQ(none.result.exit_code, 3) << describe(none.result);
+}
+
 // A stream-ordered free of a luma block goes into luma's cache, never to the driver (which
 // would free the whole segment under its neighbours): every kind of program.
 TEST_P(EveryKind, StreamOrderedFreeOfACachedBlockStaysInTheCache) {

@@ -1182,6 +1182,116 @@ int mode_capture_free_async(int argc, char**) {
   return 0;
 }
 
+// Captures and the program's other threads (which keep the default global mode): during a
+// global capture their cuMemAlloc and their cuMemFree of a live block are refused and
+// invalidate it; during a thread-local capture they allocate and free as usual and the
+// capture ends with a graph, while the capturing thread's own cuMemAlloc is refused.
+int mode_capture_other_threads(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-other-threads");
+  if (D == nullptr) return kExitSkip;
+  constexpr int kCaptureModeThreadLocal = 1;  // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+  void* s = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  Tagged b{nullptr, 4096, 41};
+  ok(A.alloc(&b.p, b.n), "alloc");
+  if (!write_tag(b)) fail("write tag", 0);
+  void* cached = nullptr;
+  ok(A.alloc(&cached, 4096), "alloc");
+  ok(A.free(cached), "free");
+  ok(D->begin_capture(s, kCaptureModeGlobal), "cuStreamBeginCapture_v2 (global)");
+  int other_alloc = -1, other_free = -1;
+  std::thread([&] {
+    void* p = nullptr;
+    other_alloc = A.alloc(&p, 4096);
+    other_free = A.free(b.p);
+  }).join();
+  std::printf("capture-other-threads: global capture: another thread's cuMemAlloc -> %d, "
+              "cuMemFree -> %d\n", other_alloc, other_free);
+  expect(other_alloc, kCaptureUnsupported, "another thread's cuMemAlloc in a global capture");
+  expect(other_free, kCaptureUnsupported, "another thread's cuMemFree in a global capture");
+  expect_invalidated(D, s, "cuStreamEndCapture after another thread's calls");
+  std::vector<unsigned char> buf;
+  if (std::string why = check_tag(b, buf); !why.empty()) fail(("capture-other-threads: " + why).c_str(), 0);
+
+  ok(D->begin_capture(s, kCaptureModeThreadLocal), "cuStreamBeginCapture_v2 (thread-local)");
+  ok(A.memset_async(b.p, 3, b.n, s), "captured memsetAsync");
+  int rc[3] = {-1, -1, -1};
+  std::thread([&] {
+    void* p = nullptr;
+    rc[0] = A.alloc(&p, 4096);
+    if (rc[0] == 0) rc[1] = A.memset(p, 9, 4096);
+    if (rc[0] == 0) rc[2] = A.free(p);
+  }).join();
+  std::printf("capture-other-threads: thread-local capture: another thread's alloc, memset, "
+              "free -> %d %d %d\n", rc[0], rc[1], rc[2]);
+  for (int r : rc) expect(r, 0, "another thread's calls in a thread-local capture");
+  void* p = nullptr;
+  expect(A.alloc(&p, 4096), kCaptureUnsupported, "the capturing thread's cuMemAlloc (thread-local)");
+  expect_invalidated(D, s, "cuStreamEndCapture after the capturing thread's cuMemAlloc");
+  ok(D->begin_capture(s, kCaptureModeThreadLocal), "cuStreamBeginCapture_v2 (thread-local)");
+  std::thread([&] {
+    void* q = nullptr;
+    rc[0] = A.alloc(&q, 8192);
+    if (rc[0] == 0) rc[1] = A.free(q);
+  }).join();
+  expect(rc[0] | rc[1], 0, "another thread's alloc and free in a thread-local capture");
+  void* graph = nullptr;
+  ok(D->end_capture(s, &graph), "cuStreamEndCapture (thread-local, others allocated)");
+  if (graph == nullptr) fail("no graph", 0);
+  ok(D->graph_destroy(graph), "cuGraphDestroy");
+  if (std::string why = check_tag(b, buf); !why.empty()) fail(("capture-other-threads: " + why).c_str(), 0);
+  ok(A.free(b.p), "free");
+  ok(A.stream_destroy(s), "stream destroy");
+  std::printf("capture-other-threads: as the driver answers\n");
+  return 0;
+}
+
+// A block freed inside a capture that then fails: its slow memset (on another stream) was
+// queued before the capture; the capture is invalidated (a cuStreamSynchronize of the
+// capturing stream) and ends with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; the allocations
+// right after must not see that memset land in them. A relaxed capture, so the free
+// itself is allowed.
+int mode_capture_invalidated_free(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-invalidated-free");
+  if (D == nullptr) return kExitSkip;
+  constexpr size_t kN = 64 * 1024;
+  void *s = nullptr, *side = nullptr, *x = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  ok(A.stream_create(&side, true), "stream create (non-blocking)");
+  ok(A.alloc(&x, kN), "alloc X");
+  ok(A.memset(x, 0, kN), "memset X");
+  const bool slowed = set_stand_in_delay(kHazardDelayUs);
+  ok(A.memset_async(x, 0xAA, kN, side), "slow memsetAsync X on the side stream");
+  ok(D->begin_capture(s, kCaptureModeRelaxed), "cuStreamBeginCapture_v2 (relaxed)");
+  ok(A.free(x), "free X in the capture");
+  expect(A.stream_sync(s), kCaptureUnsupported, "cuStreamSynchronize of the capturing stream");
+  expect_invalidated(D, s, "cuStreamEndCapture of the invalidated capture");
+  void* y[4] = {};
+  for (void*& p : y) {
+    ok(A.alloc(&p, kN), "alloc after the capture");
+    ok(A.memset(p, 0x55, kN), "memset");
+  }
+  ok(A.stream_sync(side), "side stream sync");
+  if (slowed) set_stand_in_delay(0);
+  std::vector<unsigned char> buf(kN);
+  size_t late = 0;
+  for (void* p : y) {
+    ok(A.dtoh(buf.data(), p, kN), "dtoh");
+    for (unsigned char c : buf) late += c != 0x55;
+    ok(A.free(p), "free");
+  }
+  ok(A.stream_destroy(s), "stream destroy");
+  ok(A.stream_destroy(side), "stream destroy");
+  if (late != 0) {
+    std::printf("capture-invalidated-free: CORRUPTED (%zu bytes hold the freed block's late write)\n", late);
+    return kExitCorrupted;
+  }
+  std::printf("capture-invalidated-free: CLEAN\n");
+  return 0;
+}
+
 // train: a training loop as the planner sees one. Weights are allocated once and written;
 // each step allocates activations of several sizes, a workspace and a temporary, writes
 // data derived from the step and the weights, reads it back into a checksum, and frees it
@@ -1320,6 +1430,8 @@ const Mode kModes[] = {
     {"graph-pattern", "[LAUNCHES]", mode_graph_pattern},
     {"capture-global", "", mode_capture_global},
     {"capture-free-async", "", mode_capture_free_async},
+    {"capture-other-threads", "", mode_capture_other_threads},
+    {"capture-invalidated-free", "", mode_capture_invalidated_free},
     {"train", "(LUMA_TEST_STEPS, LUMA_TEST_DIVERGE_AT, LUMA_TEST_ADDR_LOG)", mode_train},
 };
 
