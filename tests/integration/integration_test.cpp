@@ -357,15 +357,16 @@ Result run_plain(const std::string& flavour, const std::vector<std::string>& arg
 // The warning luma prints when a block that does not start its segment is exported.
 const char* const kIpcInsideSegmentWarning = "a peer that uses the opened pointer itself sees the segment's start";
 
-// UCX / Open MPI / NCCL: 40 buffers of mixed sizes shared with a second process as
-// (handle of the cuMemGetAddressRange base, offset, length), data checked both ways, and
-// BUFFER_ID equal exactly for equal ranges. Regression: with each block reported as its
-// own range (old main), the peer found another block's bytes in 36 of 40.
+// UCX / Open MPI / NCCL: two rounds of 40 buffers of mixed sizes shared with a second
+// process as (handle of the cuMemGetAddressRange base, offset, length), the peer keeping
+// its mappings in a cache keyed by (base, BUFFER_ID) across rounds, data checked both
+// ways, BUFFER_ID equal exactly for equal ranges. Regression: with each block reported as
+// its own range (old main), the peer found another block's bytes in 36 of the first 40.
 TEST(RealPrograms, IpcByRangeBaseAndOffsetSharesEveryBuffer) {
   REQUIRE_PROGRAMS();
-  Result plain = run_plain("driver", {"ipc-ranges", "40"});
+  Result plain = run_plain("driver", {"ipc-ranges", "40", "2"});
   ASSERT_EQ(plain.exit_code, 0) << "without luma\n" << describe(plain);
-  LumaRun r = run_under_luma("driver", {"ipc-ranges", "40"});
+  LumaRun r = run_under_luma("driver", {"ipc-ranges", "40", "2"});
   ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
   EXPECT_EQ(r.result.out, plain.out);
   EXPECT_EQ(r.result.err.find(kIpcInsideSegmentWarning), std::string::npos) << r.result.err;

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -755,135 +756,190 @@ bool from_hex(const std::string& hex, unsigned char* bytes, size_t n) {
   return true;
 }
 
-// Runs this program again in peer MODE with `input` on its stdin, as UCX or NCCL run their
-// second rank: a new process, since a child forked after cuInit cannot use CUDA. The peer
-// inherits the environment (LD_PRELOAD included). Returns its exit code (-1: a signal).
-int run_peer(const char* mode, const std::string& input) {
-  std::signal(SIGPIPE, SIG_IGN);  // a peer that dies early must not kill the exporter
-  int fds[2];
-  if (pipe(fds) != 0) fail("pipe", errno);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[0], 0);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  posix_spawn_file_actions_addclose(&actions, fds[1]);
-  std::string name = g_prog;
-  char* argv[] = {name.data(), const_cast<char*>(mode), nullptr};
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[0]);
-  if (rc != 0) fail("posix_spawn of the peer", rc);
-  size_t done = 0;
-  while (done < input.size()) {
-    ssize_t w = write(fds[1], input.data() + done, input.size() - done);
-    if (w <= 0) break;  // the peer is gone; its exit code says why
-    done += static_cast<size_t>(w);
+// This program again, in peer MODE, as UCX or NCCL run their second rank: a new process,
+// since a child forked after cuInit cannot use CUDA. It inherits the environment
+// (LD_PRELOAD included); its stdin and stdout are pipes to this process, its stderr is ours.
+class Peer {
+ public:
+  explicit Peer(const char* mode) {
+    std::signal(SIGPIPE, SIG_IGN);  // a peer that dies early must not kill the exporter
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0) fail("pipe", errno);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    for (int fd : {in[0], in[1], out[0], out[1]}) posix_spawn_file_actions_addclose(&actions, fd);
+    std::string name = g_prog;
+    char* argv[] = {name.data(), const_cast<char*>(mode), nullptr};
+    int rc = posix_spawn(&pid_, "/proc/self/exe", &actions, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(in[0]);
+    close(out[1]);
+    if (rc != 0) fail("posix_spawn of the peer", rc);
+    to_ = in[1];
+    from_ = fdopen(out[0], "r");
   }
-  close(fds[1]);
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) fail("waitpid of the peer", errno);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+  Peer(const Peer&) = delete;
+  Peer& operator=(const Peer&) = delete;
+  ~Peer() { (void)finish(); }
+
+  void send(const std::string& text) {
+    size_t done = 0;
+    while (to_ >= 0 && done < text.size()) {
+      ssize_t w = write(to_, text.data() + done, text.size() - done);
+      if (w <= 0) break;  // the peer is gone; its exit code says why
+      done += static_cast<size_t>(w);
+    }
+  }
+  // One line from the peer's stdout ("" when it closed it).
+  std::string read_line() {
+    char line[256];
+    if (from_ == nullptr || std::fgets(line, sizeof line, from_) == nullptr) return {};
+    return line;
+  }
+  // Closes its stdin and waits: its exit code (-1: killed by a signal).
+  int finish() {
+    if (pid_ <= 0) return exit_code_;
+    if (to_ >= 0) close(to_);
+    to_ = -1;
+    int status = 0;
+    if (waitpid(pid_, &status, 0) == pid_) exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (from_ != nullptr) std::fclose(from_);
+    from_ = nullptr;
+    pid_ = 0;
+    return exit_code_;
+  }
+
+ private:
+  pid_t pid_ = 0;
+  int to_ = -1;
+  FILE* from_ = nullptr;
+  int exit_code_ = -1;
+};
 
 // The reply a peer writes into block `id`: another tag and header.
 constexpr uint64_t kReplyId = 100000;
 
 // UCX / Open MPI / NCCL: each buffer is shared as (handle of the range base, offset,
-// length), the range from cuMemGetAddressRange, the handle of its base; the peer opens the
-// handle (once per buffer: a handle opened again gives the same pointer, counted), adds
-// the offset, checks the exporter's bytes and writes its reply; the exporter checks the
-// replies. Mixed sizes: small ones share a segment under luma, MiB ones do not. BUFFER_ID
-// (what Open MPI and UCX key their caches on) is equal exactly for equal ranges.
+// length), the range from cuMemGetAddressRange, the handle of its base; the peer keeps
+// what it opened in a cache keyed by (range base, BUFFER_ID), as UCX does, adds the
+// offset, checks the exporter's bytes and writes its reply; the exporter checks the
+// replies. ROUNDS (2) rounds of N (40) buffers of mixed sizes (small ones share a segment
+// under luma, MiB ones do not); each round's buffers are freed before the next is
+// allocated, so later rounds reuse addresses and the peer's cache. BUFFER_ID is equal
+// exactly for equal ranges.
 int mode_ipc_ranges(int argc, char** argv) {
-  if (argc > 1) return kExitUsage;
+  if (argc > 2) return kExitUsage;
   const DriverCalls* D = driver_calls("ipc-ranges");
   if (D == nullptr) return kExitSkip;
-  const size_t n = argc == 1 ? parse(argv[0], "N") : 40;
-  if (n == 0 || n > 1000) return kExitUsage;
+  const size_t n = argc >= 1 ? parse(argv[0], "N") : 40;
+  const size_t rounds = argc >= 2 ? parse(argv[1], "ROUNDS") : 2;
+  if (n == 0 || n > 1000 || rounds == 0 || rounds > 100) return kExitUsage;
   static const size_t kSizes[] = {200, 4096, 5000, 512, 70000, kMiB, 3 * kMiB + 100, 1000};
-  std::vector<Tagged> blocks(n);
-  std::vector<std::pair<uintptr_t, size_t>> ranges(n);
-  std::vector<unsigned long long> ids(n);
-  std::string input;
-  for (size_t i = 0; i < n; ++i) {
-    Tagged& b = blocks[i];
-    b.n = kSizes[i % (sizeof kSizes / sizeof kSizes[0])];
-    b.id = i + 1;
-    ok(A.alloc(&b.p, b.n), "alloc");
-    if (!write_tag(b)) fail("write tag", 0);
-    void* base = nullptr;
-    size_t size = 0;
-    ok(A.address_range(b.p, &base, &size), "cuMemGetAddressRange");
-    const auto o = reinterpret_cast<uintptr_t>(b.p), bs = reinterpret_cast<uintptr_t>(base);
-    if (o < bs || o + b.n > bs + size) fail("the range does not hold the buffer", 0);
-    unsigned long long id_base = 0;
-    ok(D->buffer_id(b.p, &ids[i]), "BUFFER_ID of the buffer");
-    ok(D->buffer_id(base, &id_base), "BUFFER_ID of the range base");
-    if (ids[i] != id_base) fail("BUFFER_ID of a buffer and of its range base differ", 0);
-    ranges[i] = {bs, size};
-    unsigned char h[kIpcHandleSize];
-    ok(D->ipc_get(h, base), "cuIpcGetMemHandle of the range base");
-    input += to_hex(h, sizeof h) + " " + std::to_string(o - bs) + " " + std::to_string(b.n) + " " +
-             std::to_string(b.id) + "\n";
-  }
-  size_t id_mismatches = 0;  // pairs; reported after the data, which says more
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < i; ++j)
-      id_mismatches += (ranges[i] == ranges[j]) != (ids[i] == ids[j]);
-  const int peer = run_peer("ipc-ranges-peer", input);
-  size_t wrong = 0;
+  Peer peer("ipc-ranges-peer");
+  size_t wrong = 0, id_mismatches = 0;
   std::vector<unsigned char> buf;
-  for (const Tagged& b : blocks) {
-    std::string why = check_tag(Tagged{b.p, b.n, b.id + kReplyId}, buf);
-    if (!why.empty() && wrong++ < 3)
-      std::fprintf(stderr, "%s: ipc-ranges: buffer %" PRIu64 " (%zu bytes) lacks the peer's reply: %s\n",
-                   g_prog, b.id, b.n, why.c_str());
+  for (size_t round = 0; round < rounds; ++round) {
+    std::vector<Tagged> blocks(n);
+    std::vector<std::pair<uintptr_t, size_t>> ranges(n);
+    std::vector<unsigned long long> ids(n);
+    std::string input;
+    for (size_t i = 0; i < n; ++i) {
+      Tagged& b = blocks[i];
+      b.n = kSizes[(i + round * 3) % (sizeof kSizes / sizeof kSizes[0])];
+      b.id = round * 1000 + i + 1;
+      ok(A.alloc(&b.p, b.n), "alloc");
+      if (!write_tag(b)) fail("write tag", 0);
+      void* base = nullptr;
+      size_t size = 0;
+      ok(A.address_range(b.p, &base, &size), "cuMemGetAddressRange");
+      const auto o = reinterpret_cast<uintptr_t>(b.p), bs = reinterpret_cast<uintptr_t>(base);
+      if (o < bs || o + b.n > bs + size) fail("the range does not hold the buffer", 0);
+      unsigned long long id_base = 0;
+      ok(D->buffer_id(b.p, &ids[i]), "BUFFER_ID of the buffer");
+      ok(D->buffer_id(base, &id_base), "BUFFER_ID of the range base");
+      if (ids[i] != id_base) ++id_mismatches;
+      ranges[i] = {bs, size};
+      unsigned char h[kIpcHandleSize];
+      ok(D->ipc_get(h, base), "cuIpcGetMemHandle of the range base");
+      input += to_hex(h, sizeof h) + " " + std::to_string(bs) + " " + std::to_string(ids[i]) + " " +
+               std::to_string(o - bs) + " " + std::to_string(b.n) + " " + std::to_string(b.id) + "\n";
+    }
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < i; ++j)
+        id_mismatches += (ranges[i] == ranges[j]) != (ids[i] == ids[j]);
+    peer.send(input + "end\n");
+    if (peer.read_line().empty()) break;  // the peer is gone: its exit code tells
+    for (const Tagged& b : blocks) {
+      std::string why = check_tag(Tagged{b.p, b.n, b.id + kReplyId}, buf);
+      if (!why.empty() && wrong++ < 3)
+        std::fprintf(stderr, "%s: ipc-ranges: buffer %" PRIu64 " (%zu bytes) lacks the peer's reply: %s\n",
+                     g_prog, b.id, b.n, why.c_str());
+    }
+    for (const Tagged& b : blocks) ok(A.free(b.p), "free");
   }
-  for (const Tagged& b : blocks) ok(A.free(b.p), "free");
-  if (peer != 0) std::fprintf(stderr, "%s: ipc-ranges: the peer exited %d\n", g_prog, peer);
+  const int peer_rc = peer.finish();
+  if (peer_rc != 0) std::fprintf(stderr, "%s: ipc-ranges: the peer exited %d\n", g_prog, peer_rc);
   if (wrong != 0)
-    std::fprintf(stderr, "%s: ipc-ranges: %zu of %zu buffers lack the peer's reply\n", g_prog, wrong, n);
+    std::fprintf(stderr, "%s: ipc-ranges: %zu of %zu buffers lack the peer's reply\n", g_prog, wrong,
+                 n * rounds);
   if (id_mismatches != 0)
     std::fprintf(stderr, "%s: ipc-ranges: BUFFER_ID is not equal exactly for equal ranges (%zu pairs)\n",
                  g_prog, id_mismatches);
-  if (peer != 0 || wrong != 0 || id_mismatches != 0) return kExitWrong;
-  std::printf("ipc-ranges: %zu buffers shared as (handle, offset, length), data checked both ways\n", n);
+  if (peer_rc != 0 || wrong != 0 || id_mismatches != 0) return kExitWrong;
+  std::printf("ipc-ranges: %zu rounds of %zu buffers shared as (handle, offset, length), data "
+              "checked both ways\n", rounds, n);
   return 0;
 }
 
-// The peer of ipc-ranges: stdin has one "HANDLE_HEX OFFSET LENGTH ID" line per buffer.
+// The peer of ipc-ranges: stdin has "HANDLE_HEX BASE BUFFER_ID OFFSET LENGTH ID" lines, and
+// "end" after each round; it answers each round with one line on stdout. What it opened
+// stays open, keyed by (BASE, BUFFER_ID), until stdin ends.
 int mode_ipc_ranges_peer(int argc, char**) {
   if (argc != 0) return kExitUsage;
   const DriverCalls* D = driver_calls("ipc-ranges-peer");
   if (D == nullptr) return kExitSkip;
-  char hex[2 * kIpcHandleSize + 1];
-  size_t offset = 0, length = 0;
-  uint64_t id = 0;
-  std::vector<void*> opened;
-  std::vector<Tagged> buffers;
-  while (std::scanf("%128s %zu %zu %" SCNu64, hex, &offset, &length, &id) == 4) {
-    unsigned char h[kIpcHandleSize];
-    if (!from_hex(hex, h, sizeof h)) fail("ipc-ranges-peer: bad handle", 0);
-    void* base = nullptr;
-    ok(D->ipc_open(&base, h), "cuIpcOpenMemHandle");
-    opened.push_back(base);
-    buffers.push_back(Tagged{static_cast<char*>(base) + offset, length, id});
-  }
-  size_t wrong = 0;
+  std::map<std::pair<uint64_t, uint64_t>, void*> cache;
+  std::vector<Tagged> round;
   std::vector<unsigned char> buf;
-  for (const Tagged& b : buffers) {
-    std::string why = check_tag(b, buf);
-    if (!why.empty() && wrong++ < 3)
-      std::fprintf(stderr, "%s: ipc-ranges-peer: buffer %" PRIu64 " (%zu bytes): %s\n", g_prog,
-                   b.id, b.n, why.c_str());
-    Tagged reply{b.p, b.n, b.id + kReplyId};
-    if (!write_tag(reply)) fail("ipc-ranges-peer: write the reply", 0);
+  size_t wrong = 0, total = 0, opened = 0;
+  char line[512];
+  while (std::fgets(line, sizeof line, stdin) != nullptr) {
+    if (std::strncmp(line, "end", 3) == 0) {
+      for (const Tagged& b : round) {
+        std::string why = check_tag(b, buf);
+        if (!why.empty() && wrong++ < 3)
+          std::fprintf(stderr, "%s: ipc-ranges-peer: buffer %" PRIu64 " (%zu bytes): %s\n", g_prog,
+                       b.id, b.n, why.c_str());
+        Tagged reply{b.p, b.n, b.id + kReplyId};
+        if (!write_tag(reply)) fail("ipc-ranges-peer: write the reply", 0);
+      }
+      total += round.size();
+      round.clear();
+      std::printf("round done\n");
+      std::fflush(stdout);
+      continue;
+    }
+    char hex[2 * kIpcHandleSize + 1];
+    uint64_t base = 0, buffer_id = 0, id = 0;
+    size_t offset = 0, length = 0;
+    unsigned char h[kIpcHandleSize];
+    if (std::sscanf(line, "%128s %" SCNu64 " %" SCNu64 " %zu %zu %" SCNu64, hex, &base, &buffer_id,
+                    &offset, &length, &id) != 6 ||
+        !from_hex(hex, h, sizeof h))
+      fail("ipc-ranges-peer: bad input line", 0);
+    void*& mapped = cache[{base, buffer_id}];
+    if (mapped == nullptr) {
+      ok(D->ipc_open(&mapped, h), "cuIpcOpenMemHandle");
+      ++opened;
+    }
+    round.push_back(Tagged{static_cast<char*>(mapped) + offset, length, id});
   }
-  for (void* p : opened) ok(D->ipc_close(p), "cuIpcCloseMemHandle");
+  for (const auto& [key, p] : cache) ok(D->ipc_close(p), "cuIpcCloseMemHandle");
+  std::fprintf(stderr, "%s: ipc-ranges-peer: %zu buffers through %zu mappings\n", g_prog, total, opened);
   if (wrong != 0) {
-    std::fprintf(stderr, "%s: ipc-ranges-peer: %zu of %zu buffers wrong\n", g_prog, wrong,
-                 buffers.size());
+    std::fprintf(stderr, "%s: ipc-ranges-peer: %zu of %zu buffers wrong\n", g_prog, wrong, total);
     return kExitWrong;
   }
   return 0;
@@ -904,8 +960,9 @@ int mode_ipc_simple(int argc, char** argv) {
   if (!write_tag(first) || !write_tag(shared)) fail("write tag", 0);
   unsigned char h[kIpcHandleSize];
   ok(D->ipc_get(h, shared.p), "cuIpcGetMemHandle of the allocated pointer");
-  const int peer = run_peer("ipc-simple-peer",
-                            to_hex(h, sizeof h) + " " + std::to_string(n) + " " + std::to_string(shared.id) + "\n");
+  Peer simple_peer("ipc-simple-peer");
+  simple_peer.send(to_hex(h, sizeof h) + " " + std::to_string(n) + " " + std::to_string(shared.id) + "\n");
+  const int peer = simple_peer.finish();
   std::vector<unsigned char> buf;
   std::string reply = check_tag(Tagged{shared.p, n, shared.id + kReplyId}, buf);
   std::string kept = check_tag(first, buf);
