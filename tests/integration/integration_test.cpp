@@ -479,6 +479,19 @@ TEST(RealPrograms, BlockFreedInAnInvalidatedCaptureIsFenced) {
   EXPECT_EQ(none.result.exit_code, 3) << describe(none.result);
 }
 
+// A relaxed capture on a blocking stream, with allocations and frees inside it from the
+// capturing thread and another one: nothing luma does for them may use the legacy stream
+// (which would invalidate the capture); the graph launches and writes its block.
+TEST(RealPrograms, CaptureOnABlockingStreamWithAllocationsInside) {
+  REQUIRE_PROGRAMS();
+  Result plain = run_plain("driver", {"capture-blocking"});
+  ASSERT_EQ(plain.exit_code, 0) << "without luma\n" << describe(plain);
+  LumaRun r = run_under_luma("driver", {"capture-blocking"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_EQ(r.result.out, plain.out);
+  EXPECT_TRUE(r.result.err.empty()) << r.result.err;
+}
+
 // A stream-ordered free of a luma block goes into luma's cache, never to the driver (which
 // would free the whole segment under its neighbours): every kind of program.
 TEST_P(EveryKind, StreamOrderedFreeOfACachedBlockStaysInTheCache) {

@@ -1304,6 +1304,60 @@ int mode_capture_other_threads(int argc, char**) {
   return 0;
 }
 
+// A relaxed capture on a blocking stream (a program's own stream, not PyTorch's
+// non-blocking side stream): the legacy stream may not be used meanwhile, so nothing done
+// for the program's cuMemAlloc / cuMemFree may touch it. Inside the capture the capturing
+// thread allocates and frees and another thread allocates and frees (no synchronous
+// copies: those use the legacy stream); the capture ends with a graph whose launch writes
+// the block allocated in it.
+int mode_capture_blocking(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-blocking");
+  if (D == nullptr) return kExitSkip;
+  constexpr size_t kN = 8192;
+  void* s = nullptr;
+  ok(A.stream_create(&s, false), "stream create (blocking)");
+  void* warm = nullptr;
+  ok(A.alloc(&warm, kN), "alloc");
+  ok(A.memset_async(warm, 1, kN, s), "memsetAsync");
+  ok(A.stream_sync(s), "stream sync");
+  ok(A.free(warm), "free");
+  ok(D->begin_capture(s, kCaptureModeRelaxed), "cuStreamBeginCapture_v2 (relaxed, blocking stream)");
+  void *a = nullptr, *b = nullptr;
+  ok(A.alloc(&a, kN), "alloc in the capture");
+  ok(A.free(a), "free in the capture");
+  ok(A.alloc(&b, kN), "alloc in the capture");
+  ok(A.memset_async(b, 0x42, kN, s), "captured memsetAsync");
+  int rc[4] = {-1, -1, -1, -1};
+  std::thread([&] {
+    int mode = kCaptureModeRelaxed;
+    rc[0] = D->exchange_capture_mode(&mode);
+    void* p = nullptr;
+    rc[1] = A.alloc(&p, 3 * kN);
+    if (rc[1] == 0) rc[2] = A.free(p);
+    rc[3] = D->exchange_capture_mode(&mode);
+  }).join();
+  std::printf("capture-blocking: another thread's alloc / free -> %d %d\n", rc[1], rc[2]);
+  for (int r : rc) expect(r, 0, "another thread's relaxed alloc and free");
+  void* graph = nullptr;
+  ok(D->end_capture(s, &graph), "cuStreamEndCapture (blocking stream)");
+  void* exec = nullptr;
+  ok(D->instantiate(&exec, graph), "cuGraphInstantiateWithFlags");
+  ok(A.memset(b, 0, kN), "memset");
+  ok(D->launch(exec, s), "cuGraphLaunch");
+  ok(A.stream_sync(s), "stream sync");
+  std::vector<unsigned char> buf(kN);
+  ok(A.dtoh(buf.data(), b, kN), "dtoh");
+  for (unsigned char c : buf)
+    if (c != 0x42) fail("capture-blocking: the graph's memset is missing", c);
+  ok(D->exec_destroy(exec), "cuGraphExecDestroy");
+  ok(D->graph_destroy(graph), "cuGraphDestroy");
+  ok(A.free(b), "free");
+  ok(A.stream_destroy(s), "stream destroy");
+  std::printf("capture-blocking: captured, launched and checked\n");
+  return 0;
+}
+
 // A block freed inside a capture that then fails: its slow memset (on another stream) was
 // queued before the capture; the capture is invalidated (a cuStreamSynchronize of the
 // capturing stream) and ends with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; the allocations
@@ -1489,6 +1543,7 @@ const Mode kModes[] = {
     {"capture-free-async", "", mode_capture_free_async},
     {"capture-other-threads", "", mode_capture_other_threads},
     {"capture-invalidated-free", "", mode_capture_invalidated_free},
+    {"capture-blocking", "", mode_capture_blocking},
     {"train", "(LUMA_TEST_STEPS, LUMA_TEST_DIVERGE_AT, LUMA_TEST_ADDR_LOG)", mode_train},
 };
 
