@@ -1058,8 +1058,9 @@ void churn(uint64_t thread, const std::atomic<bool>& stop, std::atomic<uint64_t>
 // capturing thread allocates and frees (under a relaxed capture-mode guard, as PyTorch's
 // allocator does) and queues memsets and copies; the graph launched LAUNCHES times, its
 // output checked each time; two other threads allocate, tag, check and free all along.
-// Also, inside the capture: a block whose slow memset (on another stream) was queued before
-// the capture is freed, and the next allocation must not see that memset land in it.
+// Also, inside the capture: two blocks whose slow memsets (one on another stream, one on the
+// stream then captured) were queued before the capture are freed, and the next allocations
+// must not see those memsets land in them.
 int mode_graph_pattern(int argc, char** argv) {
   if (argc > 1) return kExitUsage;
   const DriverCalls* D = driver_calls("graph-pattern");
@@ -1079,11 +1080,14 @@ int mode_graph_pattern(int argc, char** argv) {
     ok(A.free(a), "warm-up free");
     ok(A.free(b), "warm-up free");
   }
-  void *in = nullptr, *out = nullptr, *x = nullptr, *y = nullptr, *t = nullptr, *u = nullptr;
+  void *in = nullptr, *out = nullptr, *t = nullptr, *u = nullptr;
+  void *x = nullptr, *y = nullptr, *x2 = nullptr, *y2 = nullptr;
   ok(A.alloc(&in, kN), "alloc in");
   ok(A.alloc(&out, kN), "alloc out");
   ok(A.alloc(&x, kN), "alloc X");
   ok(A.memset(x, 0, kN), "memset X");
+  ok(A.alloc(&x2, kN), "alloc X2");
+  ok(A.memset(x2, 0, kN), "memset X2");
 
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> ops{0};
@@ -1093,6 +1097,7 @@ int mode_graph_pattern(int argc, char** argv) {
 
   const bool slowed = set_stand_in_delay(kHazardDelayUs);
   ok(A.memset_async(x, 0xAA, kN, side), "slow memsetAsync X on the side stream");
+  ok(A.memset_async(x2, 0xAA, kN, s), "slow memsetAsync X2 on the stream to capture");
   ok(D->begin_capture(s, kCaptureModeRelaxed), "cuStreamBeginCapture_v2 (relaxed)");
   const uint64_t ops_at_begin = ops.load();
   int mode = kCaptureModeRelaxed;  // PyTorch's CUDAStreamCaptureModeGuard around allocations
@@ -1100,6 +1105,9 @@ int mode_graph_pattern(int argc, char** argv) {
   ok(A.free(x), "free X in the capture");  // its memset may still be queued
   ok(A.alloc(&y, kN), "alloc Y in the capture");
   ok(A.memset(y, 0x55, kN), "memset Y");
+  ok(A.free(x2), "free X2 in the capture");
+  ok(A.alloc(&y2, kN), "alloc Y2 in the capture");
+  ok(A.memset(y2, 0x55, kN), "memset Y2");
   ok(A.alloc(&t, kN), "alloc in the capture");
   ok(A.alloc(&u, 3000), "alloc in the capture");
   ok(A.free(u), "free in the capture");
@@ -1114,16 +1122,19 @@ int mode_graph_pattern(int argc, char** argv) {
   void* graph = nullptr;
   ok(D->end_capture(s, &graph), "cuStreamEndCapture");
   ok(A.stream_sync(side), "side stream sync");
+  ok(A.stream_sync(s), "stream sync");
   if (slowed) set_stand_in_delay(0);
   std::vector<unsigned char> buf(kN);
-  ok(A.dtoh(buf.data(), y, kN), "dtoh Y");
   size_t late = 0;
-  for (unsigned char c : buf) late += c != 0x55;
+  for (void* p : {y, y2}) {
+    ok(A.dtoh(buf.data(), p, kN), "dtoh Y");
+    for (unsigned char c : buf) late += c != 0x55;
+  }
   if (late != 0) {
     stop = true;
     for (auto& th : others) th.join();
-    std::printf("graph-pattern: CORRUPTED (%zu bytes of Y, allocated in the capture, hold the "
-                "freed block's late write)\n", late);
+    std::printf("graph-pattern: CORRUPTED (%zu bytes of Y and Y2, allocated in the capture, "
+                "hold the freed blocks' late writes)\n", late);
     return kExitCorrupted;
   }
   void* exec = nullptr;
@@ -1149,7 +1160,7 @@ int mode_graph_pattern(int argc, char** argv) {
   if (failures.load() != 0) fail("graph-pattern: the other threads' blocks", failures.load());
   ok(D->exec_destroy(exec), "cuGraphExecDestroy");
   ok(D->graph_destroy(graph), "cuGraphDestroy");
-  for (void* p : {in, out, y, t}) ok(A.free(p), "free");
+  for (void* p : {in, out, y, y2, t}) ok(A.free(p), "free");
   ok(A.stream_destroy(s), "stream destroy");
   ok(A.stream_destroy(side), "stream destroy");
   std::printf("graph-pattern: relaxed capture with allocations, %zu launches checked, other "
