@@ -2,6 +2,7 @@
 // store its value. Errors are collected, never thrown; a bad key keeps its old value.
 #include "config.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <functional>
@@ -68,6 +69,9 @@ const std::vector<Key>& keys() {
           [](const Settings& s) -> std::uint64_t { return s.report_cached_as_free; }},
       Key{"caching", Kind::boolean, [](Settings& s, std::uint64_t v) { s.caching = v != 0; },
           [](const Settings& s) -> std::uint64_t { return s.caching; }},
+      Key{"ipc_own_segment", Kind::size,
+          [](Settings& s, std::uint64_t v) { s.ipc_own_segment = v; },
+          [](const Settings& s) -> std::uint64_t { return s.ipc_own_segment; }},
   };
   return table;
 }
@@ -133,54 +137,97 @@ std::optional<bool> parse_bool(std::string_view text) {
   return std::nullopt;
 }
 
-std::vector<std::string> validate(const AllocatorOptions& o) {
+namespace {
+
+// The sizes that must be multiples of the alignment (a block's address and size are).
+struct AlignedSize {
+  std::string_view name;
+  std::size_t AllocatorOptions::*field;
+};
+constexpr AlignedSize kAlignedSizes[] = {
+    {"min_split", &AllocatorOptions::min_split},
+    {"min_segment", &AllocatorOptions::min_segment},
+    {"small_size", &AllocatorOptions::small_size},
+    {"small_segment", &AllocatorOptions::small_segment},
+    {"large_segment", &AllocatorOptions::large_segment},
+    {"large_round", &AllocatorOptions::large_round},
+};
+
+bool is_pow2(std::size_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// `set`: the keys the user gave; nullptr: all of them.
+std::vector<std::string> check_relations(const AllocatorOptions& o,
+                                         const std::vector<std::string_view>* set) {
   std::vector<std::string> errors;
-  auto pow2 = [](std::size_t v) { return v != 0 && (v & (v - 1)) == 0; };
-  if (!pow2(o.alignment) || o.alignment < 256)
+  auto user_set = [&](std::string_view key) {
+    return !set || std::find(set->begin(), set->end(), key) != set->end();
+  };
+  // "name value", with "(default)" when the user did not set it.
+  auto named = [&](std::string_view key, std::size_t v) {
+    return fmt::format("{} {}{}", key, v, user_set(key) ? "" : " (default)");
+  };
+  // lhs OP rhs must hold; stated with the key the user set as its subject.
+  enum class Op { ge, gt };
+  auto need = [&](std::string_view lhs, std::size_t l, Op op, std::string_view rhs,
+                  std::size_t r, std::string_view why = {}) {
+    if (op == Op::ge ? l >= r : l > r) return;
+    const char* word = op == Op::ge ? ">=" : ">";
+    const char* flipped = op == Op::ge ? "<=" : "<";
+    std::string text = !user_set(lhs) && user_set(rhs)
+                           ? fmt::format("{} must be {} {}", named(rhs, r), flipped, named(lhs, l))
+                           : fmt::format("{} must be {} {}", named(lhs, l), word, named(rhs, r));
+    if (!why.empty()) text += fmt::format(" ({})", why);
+    // Both defaults: another key the user set moved them (the alignment rounds them up).
+    if (!user_set(lhs) && !user_set(rhs))
+      text += fmt::format(": the defaults do not fit the keys given; set {} or {}", lhs, rhs);
+    errors.push_back(std::move(text));
+  };
+  if (!is_pow2(o.alignment) || o.alignment < 256)
     errors.push_back(fmt::format("alignment {} must be a power of two >= 256 (cudaMalloc's "
                                  "guarantee)", o.alignment));
-  if (pow2(o.alignment)) {
-    auto multiple = [&](std::string_view name, std::size_t v) {
-      if (v % o.alignment != 0)
-        errors.push_back(fmt::format("{} {} must be a multiple of alignment {}", name, v,
-                                     o.alignment));
-    };
-    multiple("min_split", o.min_split);
-    multiple("min_segment", o.min_segment);
-    multiple("small_size", o.small_size);
-    multiple("small_segment", o.small_segment);
-    multiple("large_segment", o.large_segment);
-    multiple("large_round", o.large_round);
+  if (is_pow2(o.alignment)) {
+    for (const AlignedSize& a : kAlignedSizes) {
+      const std::size_t v = o.*a.field;
+      if (v % o.alignment == 0) continue;
+      if (user_set(a.name) || !user_set("alignment"))
+        errors.push_back(fmt::format("{} must be a multiple of {}", named(a.name, v),
+                                     named("alignment", o.alignment)));
+      else
+        errors.push_back(fmt::format("alignment {} must divide {}: set {} too", o.alignment,
+                                     named(a.name, v), a.name));
+    }
   }
   if (o.min_split == 0) errors.push_back("min_split must be > 0");
   if (o.min_segment == 0) errors.push_back("min_segment must be > 0");
   if (o.large_round == 0) errors.push_back("large_round must be > 0");
-  if (o.small_segment < o.small_size)
-    errors.push_back(fmt::format("small_segment {} must be >= small_size {}", o.small_segment,
-                                 o.small_size));
-  if (o.large_segment <= o.small_size)
-    errors.push_back(fmt::format("large_segment {} must be > small_size {}", o.large_segment,
-                                 o.small_size));
-  if (o.min_large_alloc <= o.small_size)
-    errors.push_back(fmt::format("min_large_alloc {} must be > small_size {}",
-                                 o.min_large_alloc, o.small_size));
-  if (o.large_segment < o.min_large_alloc)
-    errors.push_back(fmt::format("large_segment {} must be >= min_large_alloc {} (requests "
-                                 "below min_large_alloc must fit in one)",
-                                 o.large_segment, o.min_large_alloc));
+  need("small_segment", o.small_segment, Op::ge, "small_size", o.small_size);
+  need("large_segment", o.large_segment, Op::gt, "small_size", o.small_size);
+  need("min_large_alloc", o.min_large_alloc, Op::gt, "small_size", o.small_size);
+  need("large_segment", o.large_segment, Op::ge, "min_large_alloc", o.min_large_alloc,
+       "requests below min_large_alloc must fit in one");
   // PyTorch refuses max_split_size_mb <= 20 (its large segment) for the same reason: a
   // block taken from a large segment would then be too big to split, every block would
   // be "oversize", and freed blocks would land where no ordinary request looks, so the
   // cache would stop reusing memory and grow until out of memory.
-  if (o.max_split_size <= o.large_segment)
-    errors.push_back(fmt::format("max_split_size {} must be > large_segment {} (smaller, no "
-                                 "block of a large segment could be split or reused)",
-                                 o.max_split_size, o.large_segment));
+  need("max_split_size", o.max_split_size, Op::gt, "large_segment", o.large_segment,
+       "smaller, no block of a large segment could be split or reused");
   return errors;
+}
+
+}  // namespace
+
+std::vector<std::string> validate(const AllocatorOptions& options) {
+  return check_relations(options, nullptr);
+}
+
+std::vector<std::string> validate(const AllocatorOptions& options,
+                                  const std::vector<std::string_view>& set) {
+  return check_relations(options, &set);
 }
 
 ParseResult parse_settings(std::string_view text, const Settings& base) {
   ParseResult result{base, {}};
+  std::vector<std::string_view> set;  // the keys `text` sets (their plain names)
   std::size_t pos = 0;
   while (pos <= text.size()) {
     std::size_t comma = text.find(',', pos);
@@ -212,6 +259,8 @@ ParseResult parse_settings(std::string_view text, const Settings& base) {
       result.errors.push_back(fmt::format("unknown key '{}'", name));
       continue;
     }
+    // Named as set even when its value is bad: a message then blames it, not a default.
+    set.push_back(key->name);
     switch (key->kind) {
       case Kind::size: {
         std::string why;
@@ -263,7 +312,19 @@ ParseResult parse_settings(std::string_view text, const Settings& base) {
   }
   // Relations between sizes: if the result is inconsistent, report it and fall back to the
   // base allocator options as a whole (half-applied sizes could break the pool rules).
-  auto problems = validate(result.settings.allocator);
+  // Defaults follow the alignment: the sizes that must be its multiples and were not set
+  // are rounded up to one (the default min_split, 256, becomes 512 with alignment:512).
+  AllocatorOptions& a = result.settings.allocator;
+  if (is_pow2(a.alignment) && a.alignment >= 256) {
+    for (const AlignedSize& k : kAlignedSizes) {
+      std::size_t& v = a.*k.field;
+      if (std::find(set.begin(), set.end(), k.name) != set.end() || v % a.alignment == 0)
+        continue;
+      if (v <= std::numeric_limits<std::size_t>::max() - a.alignment)
+        v = (v / a.alignment + 1) * a.alignment;
+    }
+  }
+  auto problems = validate(result.settings.allocator, set);
   if (!problems.empty()) {
     for (auto& p : problems) result.errors.push_back(p);
     result.settings.allocator = base.allocator;

@@ -32,6 +32,10 @@ struct Settings {
   // Serve allocations from the cache at all (false: every call goes to the driver, luma
   // only counts and traces).
   bool caching = true;
+  // Allocations of this many bytes or more get a driver allocation of their own, uncached,
+  // so the pointer is its allocation's start: for programs that export the pointer they
+  // allocated and use the peer's opened pointer as the buffer (CUDA's simpleIPC). 0: off.
+  std::uint64_t ipc_own_segment = 0;
 };
 
 struct ParseResult {
@@ -40,11 +44,19 @@ struct ParseResult {
 };
 
 // Parses `text` over `base`. Empty text gives `base` unchanged and no errors.
+// Sizes that must be multiples of the alignment and that `text` does not set follow an
+// alignment it sets: they are rounded up to multiples of it (alignment:512 makes the
+// default min_split 512), so that setting one key never makes a default invalid.
 ParseResult parse_settings(std::string_view text, const Settings& base = {});
 
 // Checks the relations between options (alignment a power of two, min_split a multiple of
-// it, pools and segment sizes ordered); returns one message per violation.
+// it, pools and segment sizes ordered); returns one message per violation. `set` names the
+// keys the user gave: a message about a relation between a key the user set and one left
+// at its default names the one the user set first and calls the other a default. Without
+// `set`, every key counts as set.
 std::vector<std::string> validate(const AllocatorOptions& options);
+std::vector<std::string> validate(const AllocatorOptions& options,
+                                  const std::vector<std::string_view>& set);
 
 // "123", "4K", "2MiB", "1.5G" is not accepted (sizes are integers). nullopt on error with
 // the reason in *error.

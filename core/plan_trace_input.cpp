@@ -14,6 +14,11 @@ namespace luma::core {
 namespace {
 
 PlanTraceInput read_from(TraceReader& reader) {
+  // A plan must cover the whole run: one made from the part before a cut would place only
+  // the buffers the cut left (luma stats and export read such a trace, with a warning).
+  if (reader.truncation().truncated)
+    throw TraceError(reader.source(), reader.truncation().file_bytes,
+                     reader.truncation().describe() + "; a plan needs the whole run");
   PlanTraceInput run;
   run.fingerprint = fingerprint_of(reader.header());
   // device -> address -> the live allocation at that address.

@@ -94,6 +94,10 @@ struct DeviceStats {
 #undef LUMA_STATS_FIELD
   // Free blocks in the cache (reusable now), current value.
   std::uint64_t free_blocks = 0;
+  // Blocks (and their rounded bytes) the program freed whose fence is still pending, when
+  // report_pending_as_freed() moved them out of the active metrics for a final report.
+  std::uint64_t pending_free_blocks = 0;
+  std::uint64_t pending_free_bytes = 0;
 #define LUMA_STATS_FIELD(name) std::uint64_t name = 0;
   LUMA_CALL_COUNTERS(LUMA_STATS_FIELD)
 #undef LUMA_STATS_FIELD
@@ -135,6 +139,8 @@ inline void add_part(DeviceStats& into, const DeviceStats& from, PeakRule rule) 
   LUMA_POOL_METRICS(LUMA_STATS_ADD)
 #undef LUMA_STATS_ADD
   into.free_blocks += from.free_blocks;
+  into.pending_free_blocks += from.pending_free_blocks;
+  into.pending_free_bytes += from.pending_free_bytes;
 #define LUMA_STATS_ADD(name) into.name += from.name;
   LUMA_CALL_COUNTERS(LUMA_STATS_ADD)
 #undef LUMA_STATS_ADD
@@ -151,6 +157,25 @@ inline void accumulate_context(PoolCounter& into, const PoolCounter& from) noexc
 }
 inline void accumulate_context(DeviceStats& into, const DeviceStats& from) noexcept {
   add_part(into, from, PeakRule::parts_in_turn);
+}
+
+// For the report at exit: a block the program freed is freed, even while its fence (the
+// work issued before the free) is pending. PyTorch's "active" metrics keep such blocks
+// until the fence completes, which at exit reads as blocks still in use ("Active allocs
+// 17" after the program freed everything). This moves them from the current values of
+// active / active_bytes to pending_free_blocks / _bytes; peaks and totals are unchanged.
+inline void report_pending_as_freed(DeviceStats& s) noexcept {
+  auto settle = [](Counter& active, const Counter& held) {
+    const std::int64_t pending = active.current > held.current ? active.current - held.current : 0;
+    active.current -= pending;
+    return static_cast<std::uint64_t>(pending);
+  };
+  s.pending_free_blocks = settle(s.active.all, s.allocation.all);
+  s.pending_free_bytes = settle(s.active_bytes.all, s.allocated_bytes.all);
+  for (std::size_t p = 0; p < kPools; ++p) {
+    settle(s.active.pool[p], s.allocation.pool[p]);
+    settle(s.active_bytes.pool[p], s.allocated_bytes.pool[p]);
+  }
 }
 
 // The reference design's Stats, derived from DeviceStats.

@@ -159,6 +159,7 @@ std::string format_stats_text(const std::vector<DeviceStats>& devices, const std
     counter_line(out, "Driver errors (other than OOM)", s.num_device_errors);
     counter_line(out, "Context resets (memory went with it)", s.num_context_resets);
     counter_line(out, "Free blocks in the cache", s.free_blocks);
+    counter_line(out, "Freed blocks whose fence is pending", s.pending_free_blocks);
     rule(out, '=');
   }
   return out;
@@ -186,9 +187,10 @@ std::string format_stats_json(const std::vector<DeviceStats>& devices, const std
     out += fmt::format(
         "\"peak_reserved_bytes\": {}, \"alloc_calls\": {}, \"free_calls\": {}, \"cache_absorbed_calls\": {}, "
         "\"num_fence_waits\": {}, \"num_empty_cache\": {}, \"invalid_frees\": {}, \"num_device_errors\": {}, "
-        "\"num_context_resets\": {}, ",
+        "\"num_context_resets\": {}, \"pending_free_blocks\": {}, \"pending_free_bytes\": {}, ",
         s.reserved_bytes.all.peak, s.alloc_calls, s.free_calls, absorbed(s), s.num_fence_waits,
-        s.num_empty_cache, s.invalid_frees, s.num_device_errors, s.num_context_resets);
+        s.num_empty_cache, s.invalid_frees, s.num_device_errors, s.num_context_resets,
+        s.pending_free_blocks, s.pending_free_bytes);
     // PyTorch's memory_stats(): flat "<metric>.<pool>.<counter>" keys.
     out += "\"memory_stats\": {";
     static constexpr std::array<const char*, 3> pools{"all", "large_pool", "small_pool"};

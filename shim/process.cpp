@@ -113,6 +113,7 @@ std::string format_output(const State& s, int signal) {
   }
   std::sort(devices.begin(), devices.end(),
             [](const core::DeviceStats& a, const core::DeviceStats& b) { return a.device < b.device; });
+  for (core::DeviceStats& d : devices) core::report_pending_as_freed(d);
   std::vector<core::StatsExtra> extra = {
       core::StatsExtra::text("luma_version", LUMA_VERSION),
       core::StatsExtra::number("pid", static_cast<std::int64_t>(getpid())),
@@ -204,6 +205,7 @@ void on_fork_child() noexcept {
   State* s = state_if_ready();
   if (s == nullptr) return;
   if (!s->contexts.empty()) s->inherited.store(true);
+  else s->signal_flush_after_fork.store(true);
   s->recorder.detach_in_child();  // the parent's trace mapping is never written here
 }
 

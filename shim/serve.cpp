@@ -22,6 +22,7 @@
 #include "log.h"
 #include "proc_address.h"
 #include "recursion_guard.h"
+#include "signal_flush.h"
 
 namespace luma::shim {
 namespace {
@@ -79,6 +80,9 @@ ContextEntry* current_entry(State& s) {
     log().debug("serving context {} of device {}", static_cast<void*>(ctx), device);
     return e;
   });
+  if (s.signal_flush_after_fork.load(std::memory_order_relaxed) &&
+      s.signal_flush_after_fork.exchange(false))
+    install_signal_flush(s);
   if (found == nullptr && s.contexts.full()) warn_table_full();
   return found;
 }
@@ -128,6 +132,12 @@ std::optional<CUresult> refused_by_capture(State& s) noexcept {
     return std::nullopt;
   }
   return r;
+}
+
+// LUMA_CONF=ipc_own_segment: an allocation this big is the driver's own (its pointer is
+// the start of what an IPC handle maps); its free, not luma's memory, is forwarded too.
+bool own_segment(const State& s, std::size_t bytes) noexcept {
+  return s.settings.core.ipc_own_segment != 0 && bytes >= s.settings.core.ipc_own_segment;
 }
 
 // A free luma answers: CUDA_SUCCESS (the block went into the cache), CUDA_ERROR_INVALID_VALUE
@@ -186,6 +196,7 @@ CUresult serve_mem_alloc(State& s, CUdeviceptr* dptr, std::size_t bytes) {
   // (and the capture's invalidation) is what the program would get without luma.
   if (s.captures.any() && s.captures.forbids_unsafe_call(this_thread_id(), thread_capture_mode()))
     return s.driver.mem_alloc(dptr, bytes);
+  if (own_segment(s, bytes)) return s.driver.mem_alloc(dptr, bytes);
   return allocate(s, dptr, bytes, EntryPoint::cuMemAlloc);
 }
 
@@ -198,7 +209,9 @@ CUresult serve_mem_alloc_pitch(State& s, CUdeviceptr* dptr, std::size_t* pitch,
   if (width > SIZE_MAX - kPitchAlignment) return CUDA_ERROR_INVALID_VALUE;
   const std::size_t row = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
   if (height > SIZE_MAX / row) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (s.captures.any() && s.captures.forbids_unsafe_call(this_thread_id(), thread_capture_mode()))
+  if ((s.captures.any() &&
+       s.captures.forbids_unsafe_call(this_thread_id(), thread_capture_mode())) ||
+      own_segment(s, row * height))
     return s.driver.mem_alloc_pitch(dptr, pitch, width, height, element_size);
   CUresult r = allocate(s, dptr, row * height, EntryPoint::cuMemAllocPitch);
   if (r == CUDA_SUCCESS) *pitch = row;
@@ -229,6 +242,15 @@ CUresult serve_mem_free_async(State& s, CUdeviceptr dptr, CUstream stream,
   // no allocation node of the graph returned - luma's blocks are such memory - with its
   // error (and the capture's invalidation); it frees nothing then. So it is asked.
   if (s.captures.any() && s.captures.capturing(stream)) return real(dptr, stream);
+  // On the legacy stream with no current context there is no stream to order the free
+  // after: the driver's answer is CUDA_ERROR_INVALID_CONTEXT (tests/fake/README.md; a GPU
+  // check), and luma's block must not be freed by it either.
+  if (stream == nullptr || stream == LUMA_CU_STREAM_LEGACY) {
+    CUcontext ctx = nullptr;
+    if (s.driver.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx == nullptr &&
+        owner_of(s, as_ptr(dptr), nullptr) != nullptr)
+      return CUDA_ERROR_INVALID_CONTEXT;
+  }
   CallScope scope(EntryPoint::cuMemFreeAsync);
   if (std::optional<CUresult> r = free_in_cache(s, as_ptr(dptr))) return *r;
   return real(dptr, stream);

@@ -42,6 +42,10 @@ struct State {
   // Set in a child forked after the parent served CUDA: the parent's cache is not the
   // child's to use or report, so the child forwards everything and prints nothing.
   std::atomic<bool> inherited{false};
+  // Set in a child forked before the parent served anything: the child is a process of
+  // its own, but fork took luma's SIGTERM/SIGINT handler and flusher thread away; they are
+  // put back at its first served allocation (threads cannot be started in a fork handler).
+  std::atomic<bool> signal_flush_after_fork{false};
 
   bool serves() const noexcept { return serving && !inherited.load(std::memory_order_relaxed); }
 };

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <stdexcept>
 
@@ -35,6 +36,9 @@ RecordedRun::RecordedRun(const std::string& path) : path_(path) {
   if (core::TraceReader::accepts(head)) {
     format_ = "luma trace";
     trace_ = std::make_unique<core::TraceReader>(path);
+    if (trace_->truncation().truncated)
+      std::fprintf(stderr, "luma: warning: %s: %s\n", path.c_str(),
+                   trace_->truncation().describe().c_str());
     return;
   }
   // libluma.so creates the file (to claim its name) just before it writes the header: a
@@ -102,6 +106,10 @@ RecordedRun::~RecordedRun() = default;
 
 const core::TraceHeader& RecordedRun::header() const noexcept {
   return trace_ ? trace_->header() : rmm_header_;
+}
+
+const core::TraceTruncation& RecordedRun::truncation() const noexcept {
+  return trace_ ? trace_->truncation() : no_truncation_;
 }
 
 bool RecordedRun::closed_cleanly() const noexcept {

@@ -1,7 +1,8 @@
 // recorded_run.h - one input of `luma stats` / `luma export`: a luma trace, or an RMM
 // allocation log read through the planner's RMM reader, presented as one event stream.
 // The format is detected by content. Errors are std::runtime_error naming the file (and,
-// for traces, the byte offset).
+// for traces, the byte offset). A trace cut short after its header is read up to the cut,
+// with one warning line on stderr saying how much was lost (every command that reads it).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,14 @@ class RecordedRun {
   // For RMM logs: only what a log has (no pid, host or devices; device 0).
   const core::TraceHeader& header() const noexcept;
   bool closed_cleanly() const noexcept;
+  // A trace cut short after its header: read up to the cut (an RMM log: never truncated).
+  const core::TraceTruncation& truncation() const noexcept;
+  // What the input records. An RMM log has no process facts (pid, host, luma version),
+  // no times (its events are numbered by row) and no segments of a cache: what it lacks
+  // is shown as not available, never as 0.
+  bool records_process() const noexcept { return trace_ != nullptr; }
+  bool records_times() const noexcept { return trace_ != nullptr; }
+  bool records_segments() const noexcept { return trace_ != nullptr; }
   // An RMM log has no completion events: its frees complete as they are made. (luma's
   // allocator records every completion, so a trace's free without one is still pending.)
   bool frees_complete_at_once() const noexcept { return !trace_; }
@@ -39,6 +48,7 @@ class RecordedRun {
   std::unique_ptr<core::TraceReader> trace_;
   std::vector<core::TraceEvent> rmm_events_;  // an RMM log, as events in row order
   core::TraceHeader rmm_header_;
+  core::TraceTruncation no_truncation_;
 };
 
 }  // namespace luma::tools

@@ -1,10 +1,14 @@
-// run_command.cpp - `luma run [--trace FILE] [--stacks N] [--stats text|json|off] --
+// run_command.cpp - `luma run [--trace FILE] [--stacks N] [--stats text|json|off] [--]
 // PROGRAM ARGS...`: runs the program with libluma.so preloaded and the trace on, returns
 // its exit status (128 + N when signal N ended it), and then says where the trace went and
 // the command that analyses it, as heaptrack does.
 // While the program runs, luma ignores SIGINT and SIGQUIT (the terminal delivers them to
 // the program too, which decides) and passes SIGTERM on to it, so the report still comes.
-// It never changes the program's arguments, working directory or other environment.
+// It never changes the program's arguments, working directory or other environment: every
+// argument from the program on is the program's, and an option luma run does not know,
+// before the program, is an error (exit 2) rather than an argument of the program.
+// The message names each trace by the process its header names (pid, executable): the
+// program's own, and those of the processes a launcher started.
 // With --plan PLAN.json the program runs on its captured plan: LUMA_PLAN names the plan (as
 // an absolute path: the program may change directory before its first allocation) and
 // libluma.so replays it (docs/plan-replay.md). The plan is read and its executable and
@@ -222,7 +226,9 @@ int run_program(const RunOptions& given) {
                                          : kExitFailure;
   if (!tracing) return code;
   const TraceNameFields fields{static_cast<long>(pid), host_name(), rank_from_env()};
-  std::vector<std::string> traces = find_written_traces(o.trace, fields);
+  // Named as this pid's (a pattern without %p names everyone's the same way).
+  const std::vector<std::string> named_as_own = find_written_traces(o.trace, fields);
+  std::vector<std::string> traces = named_as_own;
   // The processes the program started (a launcher: a shell script, mpirun, torchrun) write
   // their own traces, named by their own pids.
   for (const std::string& t : find_written_traces(o.trace, fields, /*any_pid=*/true))
@@ -237,13 +243,45 @@ int run_program(const RunOptions& given) {
                  "luma: %s (pid %d, %s) wrote no trace: no device allocation went through luma, "
                  "or the trace file could not be created (its stderr says so)\n",
                  argv[0], static_cast<int>(pid), outcome.c_str());
-  } else {
-    std::fprintf(stderr, "luma: trace of %s (pid %d, %s) written to %s\n", argv[0],
-                 static_cast<int>(pid), outcome.c_str(), traces.front().c_str());
-    for (std::size_t i = 1; i < traces.size(); ++i)
-      std::fprintf(stderr, "luma: and by another process of the run: %s\n", traces[i].c_str());
-    std::fprintf(stderr, "luma: analyse it with: luma stats %s\n", traces.front().c_str());
+    return code;
   }
+  // Each trace is named by the process its header names: a launcher's children record
+  // their own, and the message must not give the launcher's pid or name to their traces.
+  std::vector<std::string> own, of_others;
+  for (const std::string& t : traces) {
+    const TraceOwner owner = trace_owner(t);
+    const bool is_own =
+        owner.pid != 0 ? owner.pid == static_cast<long>(pid)
+                       : std::find(named_as_own.begin(), named_as_own.end(), t) != named_as_own.end();
+    if (is_own) {
+      own.push_back(t);
+      // The program may have exec'd another: the trace says which executable wrote it.
+      const std::string exe = owner.executable.empty() ? argv[0] : owner.executable;
+      std::fprintf(stderr, "luma: trace of %s (pid %d, %s) written to %s\n", exe.c_str(),
+                   static_cast<int>(pid), outcome.c_str(), t.c_str());
+    } else {
+      of_others.push_back(t);
+    }
+  }
+  if (own.empty())
+    std::fprintf(stderr,
+                 "luma: %s (pid %d, %s) recorded no allocation itself; the processes it started "
+                 "did:\n",
+                 argv[0], static_cast<int>(pid), outcome.c_str());
+  for (const std::string& t : of_others) {
+    const TraceOwner owner = trace_owner(t);
+    const std::string who =
+        owner.pid != 0 ? fmt::format("{} (pid {}, started by pid {})",
+                                     owner.executable.empty() ? "?" : owner.executable,
+                                     owner.pid, static_cast<int>(pid))
+                       : fmt::format("another process of the run");
+    std::fprintf(stderr, "luma: trace of %s written to %s\n", who.c_str(), t.c_str());
+  }
+  std::string all;
+  for (const std::string& t : own) all += " " + t;
+  for (const std::string& t : of_others) all += " " + t;
+  std::fprintf(stderr, "luma: analyse %s with: luma stats%s\n",
+               traces.size() == 1 ? "it" : "them", all.c_str());
   return code;
 }
 
@@ -265,18 +303,31 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--plan", o->plan,
                   "run the program on this plan (luma plan -o): one arena per device, the planned "
                   "offsets (LUMA_PLAN)");
-  cmd->add_option("command", o->command, "PROGRAM ARGS... (after --)")->required();
-  // Arguments after the program are the program's, even when they look like options.
-  cmd->prefix_command();
+  cmd->add_option("command", o->command,
+                  "PROGRAM ARGS...: the first argument that is not an option of luma run (or "
+                  "the first after --) and everything after it, passed on untouched")
+      ->required();
+  // Arguments after the program are the program's, even when they look like options or
+  // are "--": once the program is found, CLI11 takes every argument as positional.
+  cmd->positionals_at_end();
+  // Unknown options before the program are collected, so that the error below names them
+  // (CLI11's own lists the "--" separator among them).
+  cmd->allow_extras();
   cmd->footer("Exit status: the program's (128 + N when signal N ended it), 127 when it "
               "cannot be started, 2 for a bad command line, 1 when --plan names a plan that "
               "cannot be read or was made for another command.");
   cmd->callback([o, cmd] {
-    RunOptions run = *o;
-    std::vector<std::string> rest = cmd->remaining();
-    if (!(rest.size() == 1 && rest[0] == "--"))
-      run.command.insert(run.command.end(), rest.begin(), rest.end());
-    const int code = run_program(run);
+    // What CLI11 did not take before the program: the "--" that ends luma's options, and
+    // options luma run does not have, which are an error (never the program's arguments).
+    for (const std::string& extra : cmd->remaining()) {
+      if (extra == "--") continue;
+      std::fprintf(stderr,
+                   "luma run: unknown option '%s' (the options of luma run come before the "
+                   "program; see luma run --help)\n",
+                   extra.c_str());
+      throw ExitCode{kExitUsage};
+    }
+    const int code = run_program(*o);
     if (code != kExitOk) throw ExitCode{code};
   });
 }

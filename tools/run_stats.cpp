@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <bit>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace luma::tools {
 
@@ -22,7 +24,33 @@ struct DeviceState {
   std::uint64_t allocated = 0, reserved = 0, requested = 0;
   std::unordered_map<std::uint32_t, CallSiteTotal> sites;
   std::unordered_map<std::uint32_t, CallSiteTotal> live_sites;  // pass 2
+  // Pass 2, up to the peak of reserved: the blocks and segments there.
+  std::unordered_map<std::uint64_t, std::uint64_t> blocks;  // address -> size
+  std::map<std::uint64_t, std::uint64_t> segments;          // address -> size
 };
+
+// The free ranges of the segments around the live blocks.
+void measure_free_blocks(const DeviceState& d, PeakReservedState& at) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> blocks(d.blocks.begin(), d.blocks.end());
+  std::sort(blocks.begin(), blocks.end());
+  auto b = blocks.begin();
+  for (const auto& [start, size] : d.segments) {
+    const std::uint64_t end = start + size;
+    while (b != blocks.end() && b->first < start) ++b;  // outside every segment: not counted
+    std::uint64_t at_byte = start;
+    auto gap = [&](std::uint64_t to) {
+      if (to <= at_byte) return;
+      ++at.free_blocks;
+      at.free_bytes += to - at_byte;
+      at.largest_free_block = std::max(at.largest_free_block, to - at_byte);
+    };
+    for (; b != blocks.end() && b->first < end; ++b) {
+      gap(b->first);
+      at_byte = std::max(at_byte, std::min(end, b->first + b->second));
+    }
+    gap(end);
+  }
+}
 
 void keep_largest(std::vector<AllocationInfo>& v, const AllocationInfo& a) {
   if (v.size() == kLargestShown && v.back().size >= a.size) return;
@@ -69,6 +97,12 @@ RunStats compute_run_stats(RecordedRun& run) {
           d.s.peak_time_ns = e.time_ns;
         }
         d.s.peak_requested = std::max(d.s.peak_requested, d.requested);
+        if (d.reserved > 0 && d.reserved == d.s.at_peak_reserved.reserved &&
+            d.allocated > d.s.at_peak_reserved.allocated) {
+          d.s.at_peak_reserved.allocated = d.allocated;
+          d.s.at_peak_reserved.event_index = e.index;
+          d.s.at_peak_reserved.time_ns = e.time_ns;
+        }
         keep_largest(d.s.largest, {e.size, e.requested, e.address, e.index, e.time_ns, e.stack});
         if (e.stack) {
           any_stack = true;
@@ -95,7 +129,10 @@ RunStats compute_run_stats(RecordedRun& run) {
       case core::EventKind::segment_reserve:
         ++d.s.segment_reserves;
         d.reserved += e.size;
-        d.s.peak_reserved = std::max(d.s.peak_reserved, d.reserved);
+        if (d.reserved > d.s.peak_reserved) {
+          d.s.peak_reserved = d.reserved;
+          d.s.at_peak_reserved = {e.index, e.time_ns, d.reserved, d.allocated};
+        }
         break;
       case core::EventKind::segment_release:
         ++d.s.segment_releases;
@@ -108,26 +145,45 @@ RunStats compute_run_stats(RecordedRun& run) {
   out.events = sum.events;
   out.unwritten_slots = sum.unwritten_slots;
 
-  if (any_stack) {
-    // Pass 2: the call sites of the allocations live at each device's peak.
+  // Pass 2: what was live at each device's peaks: the call sites of the allocations live
+  // at the peak of allocated, and the blocks and segments at the peak of reserved.
+  const bool free_blocks = run.records_segments();
+  if (any_stack || free_blocks) {
     for (auto& [n, d] : dev) d.live.clear();
     run.read(
         [&](const core::TraceEvent& e) {
           DeviceState& d = dev[e.device];
-          if (e.index > d.s.peak_index) return;
-          if (e.kind == core::EventKind::alloc) {
-            d.live[e.address] = {e.size, e.requested, e.stack};
-            auto& site = d.live_sites[e.stack];
-            site.stack = e.stack;
-            site.bytes += e.size;
-            ++site.count;
-          } else if (e.kind == core::EventKind::free_requested) {
-            auto it = d.live.find(e.address);
-            if (it == d.live.end()) return;
-            auto& site = d.live_sites[it->second.stack];
-            site.bytes -= it->second.size;
-            --site.count;
-            d.live.erase(it);
+          if (any_stack && e.index <= d.s.peak_index) {
+            if (e.kind == core::EventKind::alloc) {
+              d.live[e.address] = {e.size, e.requested, e.stack};
+              auto& site = d.live_sites[e.stack];
+              site.stack = e.stack;
+              site.bytes += e.size;
+              ++site.count;
+            } else if (e.kind == core::EventKind::free_requested) {
+              auto it = d.live.find(e.address);
+              if (it != d.live.end()) {
+                auto& site = d.live_sites[it->second.stack];
+                site.bytes -= it->second.size;
+                --site.count;
+                d.live.erase(it);
+              }
+            }
+          }
+          PeakReservedState& at = d.s.at_peak_reserved;
+          if (free_blocks && at.reserved > 0 && e.index <= at.event_index) {
+            switch (e.kind) {
+              case core::EventKind::alloc: d.blocks[e.address] = e.size; break;
+              case core::EventKind::free_requested: d.blocks.erase(e.address); break;
+              case core::EventKind::segment_reserve: d.segments[e.address] = e.size; break;
+              case core::EventKind::segment_release: d.segments.erase(e.address); break;
+              default: break;
+            }
+            if (e.index == at.event_index) {
+              measure_free_blocks(d, at);
+              d.blocks.clear();
+              d.segments.clear();
+            }
           }
         },
         false);

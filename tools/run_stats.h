@@ -1,7 +1,9 @@
 // run_stats.h - what `luma stats` reports about one recorded run, per device: peaks and
-// when they happened, fragmentation, counts, a power-of-two size histogram, the largest
-// allocations and the top call sites. Computed in two passes over the events (the second
-// only when call sites were recorded, to see what was live at each device's peak).
+// when they happened, the cache at the peak of reserved (unallocated bytes, free blocks,
+// fragmentation), counts, a power-of-two size histogram, the largest allocations and the
+// top call sites. Computed in two passes over the events: the second rebuilds what was
+// live at each device's peaks (the call sites at the peak of allocated, when recorded; the
+// segments' free blocks at the peak of reserved, when the input records segments).
 #pragma once
 
 #include <array>
@@ -28,6 +30,28 @@ struct CallSiteTotal {
   std::uint64_t count = 0;
 };
 
+// The cache at the peak of reserved: the event at which reserved bytes first reached their
+// maximum, or, while they stayed there, the one at which the most bytes were allocated
+// (the segment a request needed is recorded just before its alloc). What users mean by
+// fragmentation is measured there: memory the cache holds but the program does not use
+// ("reserved but unallocated", PyTorch's out-of-memory message), and how much of it is
+// scattered in blocks smaller than the largest free one (docs/trace-format.md, "luma stats").
+struct PeakReservedState {
+  std::uint64_t event_index = 0, time_ns = 0;
+  std::uint64_t reserved = 0, allocated = 0;
+  std::uint64_t free_bytes = 0;          // the free ranges' bytes (= unallocated())
+  std::uint64_t free_blocks = 0;         // free ranges inside the segments
+  std::uint64_t largest_free_block = 0;  // the largest request the cache could serve then
+  std::uint64_t unallocated() const noexcept {
+    return reserved > allocated ? reserved - allocated : 0;
+  }
+  // 1 - largest free block / free bytes: 0 when the free bytes are one block (or none), near
+  // 1 when they are scattered in many small ones, none of which serves a large request.
+  double fragmentation() const noexcept {
+    return free_bytes ? 1.0 - double(largest_free_block) / double(free_bytes) : 0.0;
+  }
+};
+
 struct DeviceRunStats {
   int device = 0;
   std::uint64_t allocations = 0, frees = 0, frees_completed = 0, segment_reserves = 0,
@@ -41,10 +65,7 @@ struct DeviceRunStats {
   std::vector<AllocationInfo> largest;
   std::vector<CallSiteTotal> callsites_at_peak, callsites_total;
 
-  // peak reserved / peak allocated: 1.0 means no byte was reserved that was not in use.
-  double fragmentation() const noexcept {
-    return peak_allocated ? double(peak_reserved) / double(peak_allocated) : 0.0;
-  }
+  PeakReservedState at_peak_reserved;  // only for inputs that record segments
   // Calls served from the cache: allocations that needed no segment.
   std::uint64_t cache_absorbed() const noexcept {
     return allocations > segment_reserves ? allocations - segment_reserves : 0;

@@ -1,7 +1,9 @@
-// stats_command.cpp - `luma stats TRACE...`: per process and device, peaks, fragmentation,
+// stats_command.cpp - `luma stats TRACE...`: per process and device, peaks, the cache at
+// the peak of reserved (reserved but unallocated bytes, free blocks, fragmentation),
 // counts, a size histogram, the largest allocations and the top call sites (symbolized
 // here, from the recorded mappings); several inputs (the ranks of one job) side by side
-// with totals. `--json` prints the same as one JSON document.
+// with totals. `--json` prints the same as one JSON document. What an input does not record
+// (an RMM log's pid, times, segments) is "n/a" in text and null in JSON, never 0.
 #include <fmt/core.h>
 
 #include <cstdio>
@@ -59,7 +61,26 @@ nlohmann::json sites_json(Input& in, const std::vector<CallSiteTotal>& sites) {
   return out;
 }
 
+// A value the input does not record: JSON null, and "n/a" in text (never a made-up 0).
+template <typename T>
+nlohmann::json if_recorded(bool recorded, const T& value) {
+  return recorded ? nlohmann::json(value) : nlohmann::json(nullptr);
+}
+
+nlohmann::json peak_reserved_json(const PeakReservedState& at) {
+  return {{"event_index", at.event_index},
+          {"time_ns", at.time_ns},
+          {"reserved_bytes", at.reserved},
+          {"allocated_bytes", at.allocated},
+          {"reserved_unallocated_bytes", at.unallocated()},
+          {"free_blocks", at.free_blocks},
+          {"largest_free_block_bytes", at.largest_free_block},
+          {"fragmentation", at.fragmentation()}};
+}
+
 nlohmann::json device_json(Input& in, const DeviceRunStats& d) {
+  const bool times = in.run->records_times();
+  const bool segments = in.run->records_segments();
   nlohmann::json hist = nlohmann::json::array();
   for (std::size_t k = 0; k < d.histogram.size(); ++k)
     if (d.histogram[k])
@@ -69,26 +90,27 @@ nlohmann::json device_json(Input& in, const DeviceRunStats& d) {
   nlohmann::json largest = nlohmann::json::array();
   for (const auto& a : d.largest)
     largest.push_back({{"size", a.size}, {"requested", a.requested}, {"address", a.address},
-                       {"event_index", a.index}, {"time_ns", a.time_ns}});
+                       {"event_index", a.index}, {"time_ns", if_recorded(times, a.time_ns)}});
   return {{"device", d.device},
           {"peak_allocated_bytes", d.peak_allocated},
-          {"peak_reserved_bytes", d.peak_reserved},
+          {"peak_reserved_bytes", if_recorded(segments, d.peak_reserved)},
           {"peak_requested_bytes", d.peak_requested},
-          {"fragmentation", d.fragmentation()},
-          {"peak", {{"event_index", d.peak_index}, {"time_ns", d.peak_time_ns}}},
+          {"at_peak_reserved",
+           segments ? peak_reserved_json(d.at_peak_reserved) : nlohmann::json(nullptr)},
+          {"peak", {{"event_index", d.peak_index}, {"time_ns", if_recorded(times, d.peak_time_ns)}}},
           {"allocations", d.allocations},
           {"frees", d.frees},
-          {"frees_completed", d.frees_completed},
-          {"segment_reserves", d.segment_reserves},
-          {"segment_releases", d.segment_releases},
+          {"frees_completed", if_recorded(!in.run->frees_complete_at_once(), d.frees_completed)},
+          {"segment_reserves", if_recorded(segments, d.segment_reserves)},
+          {"segment_releases", if_recorded(segments, d.segment_releases)},
           {"ooms", d.ooms},
-          {"empty_cache_calls", d.empty_cache_calls},
-          {"cache_absorbed", d.cache_absorbed()},
+          {"empty_cache_calls", if_recorded(segments, d.empty_cache_calls)},
+          {"cache_absorbed", if_recorded(segments, d.cache_absorbed())},
           {"unmatched_frees", d.unmatched_frees},
           {"allocated_bytes_total", d.allocated_bytes_total},
           {"requested_bytes_total", d.requested_bytes_total},
           {"final_allocated_bytes", d.final_allocated},
-          {"final_reserved_bytes", d.final_reserved},
+          {"final_reserved_bytes", if_recorded(segments, d.final_reserved)},
           {"size_histogram", hist},
           {"largest_allocations", largest},
           {"top_callsites_at_peak", sites_json(in, d.callsites_at_peak)},
@@ -98,12 +120,14 @@ nlohmann::json device_json(Input& in, const DeviceRunStats& d) {
 struct Totals {
   std::uint64_t peak_allocated = 0, peak_reserved = 0, allocations = 0, frees = 0,
                 segment_reserves = 0, ooms = 0, cache_absorbed = 0, events = 0;
+  bool segments = true;  // every input records segments (else their sums are not known)
 };
 
 Totals totals_of(const std::vector<Input>& inputs) {
   Totals t;
   for (const auto& in : inputs) {
     t.events += in.stats.events;
+    t.segments = t.segments && in.run->records_segments();
     for (const auto& d : in.stats.devices) {
       t.peak_allocated += d.peak_allocated;
       t.peak_reserved += d.peak_reserved;
@@ -123,16 +147,27 @@ void print_json(std::vector<Input>& inputs) {
     const auto& h = in.run->header();
     nlohmann::json devices = nlohmann::json::array();
     for (const auto& d : in.stats.devices) devices.push_back(device_json(in, d));
+    const bool process = in.run->records_process();
+    const core::TraceTruncation& cut = in.run->truncation();
+    nlohmann::json truncation = nullptr;  // null: the file is whole
+    if (cut.truncated)
+      truncation = {{"file_bytes", cut.file_bytes},
+                    {"expected_bytes", cut.expected_bytes},
+                    {"missing_bytes", cut.missing_bytes()},
+                    {"lost_slots", cut.lost_slots},
+                    {"exact", cut.exact},
+                    {"message", cut.describe()}};
     runs.push_back({{"file", in.run->path()},
                     {"format", in.run->format()},
-                    {"pid", h.pid},
-                    {"host", h.host},
+                    {"pid", if_recorded(process, h.pid)},
+                    {"host", if_recorded(process, h.host)},
                     {"command_line", h.command_line},
-                    {"luma_version", h.luma_version},
-                    {"closed_cleanly", in.run->closed_cleanly()},
+                    {"luma_version", if_recorded(process, h.luma_version)},
+                    {"closed_cleanly", if_recorded(process, in.run->closed_cleanly())},
+                    {"truncated", truncation},
                     {"events", in.stats.events},
-                    {"unwritten_slots", in.stats.unwritten_slots},
-                    {"duration_ns", in.stats.duration_ns},
+                    {"unwritten_slots", if_recorded(process, in.stats.unwritten_slots)},
+                    {"duration_ns", if_recorded(in.run->records_times(), in.stats.duration_ns)},
                     {"devices", devices}});
   }
   const Totals t = totals_of(inputs);
@@ -142,12 +177,12 @@ void print_json(std::vector<Input>& inputs) {
        {{"runs", inputs.size()},
         {"events", t.events},
         {"peak_allocated_bytes_sum", t.peak_allocated},
-        {"peak_reserved_bytes_sum", t.peak_reserved},
+        {"peak_reserved_bytes_sum", if_recorded(t.segments, t.peak_reserved)},
         {"allocations", t.allocations},
         {"frees", t.frees},
-        {"segment_reserves", t.segment_reserves},
+        {"segment_reserves", if_recorded(t.segments, t.segment_reserves)},
         {"ooms", t.ooms},
-        {"cache_absorbed", t.cache_absorbed}}}};
+        {"cache_absorbed", if_recorded(t.segments, t.cache_absorbed)}}}};
   // Names and paths from the trace may not be UTF-8: invalid bytes become U+FFFD.
   std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
@@ -171,31 +206,69 @@ void print_sites(Input& in, const char* title, const std::vector<CallSiteTotal>&
   }
 }
 
+constexpr const char* kNotAvailable = "n/a";
+
 void print_text(std::vector<Input>& inputs) {
   for (auto& in : inputs) {
     const auto& h = in.run->header();
+    const bool process = in.run->records_process();
+    const bool times = in.run->records_times();
+    const bool segments = in.run->records_segments();
     std::string cmd;
     for (const auto& a : h.command_line) cmd += (cmd.empty() ? "" : " ") + a;
-    fmt::print("{} ({}): pid {} on {}: {}\n", in.run->path(), in.run->format(), h.pid,
-               h.host.empty() ? "?" : h.host, cmd);
-    fmt::print("  {} events over {:.3f} s{}\n", in.stats.events, in.stats.duration_ns / 1e9,
-               in.run->closed_cleanly() ? "" : " (unfinished: the process did not close it)");
+    fmt::print("{} ({}): pid {} on {}: {}\n", in.run->path(), in.run->format(),
+               process ? std::to_string(h.pid) : kNotAvailable,
+               !process ? kNotAvailable : h.host.empty() ? "?" : h.host.c_str(), cmd);
+    if (times)
+      fmt::print("  {} events over {:.3f} s{}\n", in.stats.events, in.stats.duration_ns / 1e9,
+                 in.run->closed_cleanly() ? "" : " (unfinished: the process did not close it)");
+    else
+      fmt::print("  {} events (duration n/a: the {} numbers its events by row)\n",
+                 in.stats.events, in.run->format());
+    if (in.run->truncation().truncated)
+      fmt::print("  warning: {}\n", in.run->truncation().describe());
     if (in.stats.unwritten_slots)
       fmt::print("  warning: {} slots were claimed but never written (a thread died "
                  "mid-write, or the writer dropped events)\n", in.stats.unwritten_slots);
     for (const auto& d : in.stats.devices) {
       fmt::print("device {}:\n", d.device);
-      fmt::print("  peak allocated     {} at event {} ({:.6f} s after start)\n",
-                 bytes_text(d.peak_allocated), d.peak_index, d.peak_time_ns / 1e9);
-      fmt::print("  peak reserved      {}\n", bytes_text(d.peak_reserved));
-      fmt::print("  fragmentation      {:.3f} (peak reserved / peak allocated)\n",
-                 d.fragmentation());
+      fmt::print("  peak allocated     {} at event {}", bytes_text(d.peak_allocated),
+                 d.peak_index);
+      if (times) fmt::print(" ({:.6f} s after start)", d.peak_time_ns / 1e9);
+      fmt::print("\n");
+      if (segments) {
+        const PeakReservedState& at = d.at_peak_reserved;
+        fmt::print("  peak reserved      {} at event {}\n", bytes_text(d.peak_reserved),
+                   at.event_index);
+        fmt::print("  unallocated        {} of it ({:.1f}%): reserved but not allocated, "
+                   "{} allocated then\n",
+                   bytes_text(at.unallocated()),
+                   at.reserved ? 100.0 * double(at.unallocated()) / double(at.reserved) : 0.0,
+                   bytes_text(at.allocated));
+        if (at.free_blocks == 0)
+          fmt::print("  fragmentation      {:.3f}: nothing free in the segments\n",
+                     at.fragmentation());
+        else
+          fmt::print("  fragmentation      {:.3f}: the largest free block is {} of {} free in "
+                     "{} blocks\n",
+                     at.fragmentation(), bytes_text(at.largest_free_block),
+                     bytes_text(at.free_bytes), at.free_blocks);
+      } else {
+        fmt::print("  peak reserved      {} (the {} records no segments)\n", kNotAvailable,
+                   in.run->format());
+        fmt::print("  fragmentation      {}\n", kNotAvailable);
+      }
       fmt::print("  allocations        {} ({} freed; {} still allocated at the end)\n",
                  d.allocations, d.frees, bytes_text(d.final_allocated));
-      fmt::print("  segments           {} reserved, {} released\n", d.segment_reserves,
-                 d.segment_releases);
-      fmt::print("  cache absorbed     {} calls (allocations - segment reserves)\n",
-                 d.cache_absorbed());
+      if (segments) {
+        fmt::print("  segments           {} reserved, {} released\n", d.segment_reserves,
+                   d.segment_releases);
+        fmt::print("  cache absorbed     {} calls (allocations - segment reserves)\n",
+                   d.cache_absorbed());
+      } else {
+        fmt::print("  segments           {}\n", kNotAvailable);
+        fmt::print("  cache absorbed     {}\n", kNotAvailable);
+      }
       fmt::print("  out of memory      {}\n", d.ooms);
       if (d.unmatched_frees) fmt::print("  unmatched frees    {}\n", d.unmatched_frees);
       fmt::print("  size histogram (requested):\n");
@@ -224,11 +297,12 @@ void print_text(std::vector<Input>& inputs) {
         o += d.ooms;
       }
       fmt::print("{:<40} {:>14} {:>14} {:>12} {:>8}\n", in.run->path(), bytes_text(pa),
-                 bytes_text(pr), n, o);
+                 in.run->records_segments() ? bytes_text(pr) : kNotAvailable, n, o);
     }
     const Totals t = totals_of(inputs);
     fmt::print("{:<40} {:>14} {:>14} {:>12} {:>8}\n", "total (sum of peaks)",
-               bytes_text(t.peak_allocated), bytes_text(t.peak_reserved), t.allocations, t.ooms);
+               bytes_text(t.peak_allocated), t.segments ? bytes_text(t.peak_reserved) : kNotAvailable,
+               t.allocations, t.ooms);
   }
 }
 

@@ -5,6 +5,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <exception>
+
+#include "trace/trace_reader.h"
 
 namespace luma::tools {
 namespace {
@@ -67,6 +70,19 @@ std::vector<std::string> find_written_traces(const std::string& pattern,
             [&](const std::string& a, const std::string& b) { return mtime(a) > mtime(b); });
   found.erase(std::unique(found.begin(), found.end()), found.end());
   return found;
+}
+
+TraceOwner trace_owner(const std::string& path) {
+  TraceOwner owner;
+  try {
+    const core::TraceReader reader(path);  // maps the file and reads only its header
+    owner.pid = static_cast<long>(reader.header().pid);
+    if (!reader.header().command_line.empty())
+      owner.executable = reader.header().command_line.front();
+  } catch (const std::exception&) {
+    // Not a trace (yet): the caller still names the file, without an owner.
+  }
+  return owner;
 }
 
 }  // namespace luma::tools

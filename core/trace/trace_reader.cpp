@@ -63,24 +63,46 @@ TraceReader::~TraceReader() {
 void TraceReader::init() {
   parsed_ = parse_header(data_, source_);
   const std::uint64_t body = data_.size() - parsed_.header_bytes;
+  const std::uint64_t whole = body / kSlotBytes;  // a slot the cut splits is not read
+  truncation_.file_bytes = data_.size();
   if (parsed_.closed) {
     const std::uint64_t need = parsed_.closed_slots * kSlotBytes;
-    if (body < need)
-      throw TraceError(source_, data_.size(),
-                       "truncated: the writer closed the trace with " +
-                           std::to_string(parsed_.closed_slots) + " slots (" +
-                           std::to_string(parsed_.header_bytes + need) +
-                           " bytes) but the file ends here");
-    slots_ = parsed_.closed_slots;
+    if (body < need) {
+      // Cut short after the writer closed it (a copy that stopped): the header says how
+      // much there was, so exactly what is missing is known.
+      truncation_.truncated = true;
+      truncation_.exact = true;
+      truncation_.expected_bytes = parsed_.header_bytes + need;
+      truncation_.lost_slots = parsed_.closed_slots - whole;
+      slots_ = whole;
+    } else {
+      slots_ = parsed_.closed_slots;
+    }
   } else {
-    // An unfinished trace grows by whole chunks; anything else was cut short afterwards.
-    if (body % kChunkBytes != 0)
-      throw TraceError(source_, data_.size(),
-                       "truncated: an unfinished trace holds whole chunks of " +
-                           std::to_string(kChunkBytes) + " bytes after its header, but the "
-                           "file ends inside one");
-    slots_ = body / kSlotBytes;
+    slots_ = whole;
+    // An unfinished trace grows by whole chunks; a file that ends inside one was cut short
+    // afterwards (a copy that stopped, a disk that filled). What the rest of that chunk
+    // held is unknown: zeros its writer had not reached, or events.
+    if (body % kChunkBytes != 0) {
+      const std::uint64_t chunks = body / kChunkBytes + 1;
+      truncation_.truncated = true;
+      truncation_.expected_bytes = parsed_.header_bytes + chunks * kChunkBytes;
+      truncation_.lost_slots = chunks * kChunkSlots - whole;
+    }
   }
+}
+
+std::string TraceTruncation::describe() const {
+  if (!truncated) return "";
+  if (exact)
+    return "truncated: the file holds " + std::to_string(file_bytes) + " of the " +
+           std::to_string(expected_bytes) + " bytes its writer closed it with; " +
+           std::to_string(missing_bytes()) + " bytes (" + std::to_string(lost_slots) +
+           " slots, at most as many events) are lost, the events before the cut are read";
+  return "truncated: the file ends inside a chunk of the unfinished trace; up to " +
+         std::to_string(missing_bytes()) + " bytes (" + std::to_string(lost_slots) +
+         " slots, at most as many events) after the cut are lost, the events before it are "
+         "read";
 }
 
 const std::vector<std::uint64_t>& TraceReader::stack(std::uint32_t id) const noexcept {
@@ -209,7 +231,9 @@ TraceReadSummary TraceReader::read(const EventFn& on_event, const ProgressFn& pr
       std::size_t done = std::min<std::size_t>(length, kBlobHeadData);
       for (std::uint64_t k = 1; k < used; ++k) {
         if (slot + k >= slots_) {
-          if (parsed_.closed) fail(slot, "record runs past the end of the trace");
+          // In a trace cut short, the cut may split a record: it is lost with what follows.
+          if (parsed_.closed && !truncation_.truncated)
+            fail(slot, "record runs past the end of the trace");
           complete = false;
           break;
         }
@@ -290,8 +314,9 @@ TraceReadSummary TraceReader::read(const EventFn& on_event, const ProgressFn& pr
   }
   // A closed trace has no free tail and no holes: its writer dropped nothing (a writer
   // that dropped events leaves the trace unfinished) and no thread died mid-write.
-  if (parsed_.closed && holes > 0) fail(slots_ - holes, "a closed trace ends in unwritten slots");
-  sum.slots = parsed_.closed ? slots_ : last_committed_end;
+  if (parsed_.closed && holes > 0 && !truncation_.truncated)
+    fail(slots_ - holes, "a closed trace ends in unwritten slots");
+  sum.slots = parsed_.closed && !truncation_.truncated ? slots_ : last_committed_end;
   sum.stacks = stacks_.size();
   if (progress) progress(total, total);
   return sum;

@@ -1,12 +1,15 @@
 // trace_reader.h - reads a trace file: validates the header, every slot's check, every
 // id and length, and hands the events to a callback in file (= sequence) order.
 //
-// Bad input of any kind (foreign, truncated, corrupted) ends in one TraceError naming the
-// file and the byte offset; nothing read from the file sizes an allocation beyond what the
-// file itself can hold. The file is memory-mapped, read once, front to back.
+// Bad input of any kind (foreign, a cut header, corrupted) ends in one TraceError naming
+// the file and the byte offset; nothing read from the file sizes an allocation beyond what
+// the file itself can hold. The file is memory-mapped, read once, front to back.
 // A trace its writer never closed (the process was killed) is read up to its last
 // committed slot; slots claimed but never committed by threads that died mid-write are
 // counted in unwritten_slots and skipped.
+// A trace cut short after its header (a copy that stopped, a disk that filled) is read up
+// to the cut, and truncation() says how much is missing; a record the cut splits is not
+// part of what is read (docs/trace-format.md, "Truncated files").
 #pragma once
 
 #include <cstdint>
@@ -43,6 +46,21 @@ struct TraceReadSummary {
   std::uint64_t stacks = 0;
 };
 
+// What a trace cut short after its header lacks. A closed trace's header says how long
+// it was, so the loss is exact; an unfinished one grows by whole chunks, so the cut only
+// bounds it: the rest of the chunk the file ends in may or may not have held events.
+struct TraceTruncation {
+  bool truncated = false;
+  bool exact = false;                // closed trace: expected_bytes is what the writer wrote
+  std::uint64_t file_bytes = 0;      // what the file holds
+  std::uint64_t expected_bytes = 0;  // exact, or the end of the chunk the file ends in
+  std::uint64_t lost_slots = 0;      // slots past the last whole one (exact or at most);
+                                     // each lost event had at least one of them
+  std::uint64_t missing_bytes() const noexcept { return expected_bytes - file_bytes; }
+  // One line: what is missing and what was read ("" when not truncated).
+  std::string describe() const;
+};
+
 class TraceReader {
  public:
   using EventFn = std::function<void(const TraceEvent&)>;
@@ -61,6 +79,8 @@ class TraceReader {
   bool closed_cleanly() const noexcept { return parsed_.closed; }
   const std::string& source() const noexcept { return source_; }
   std::uint64_t file_bytes() const noexcept { return data_.size(); }
+  // Whether the file was cut short after its header, and how much is missing.
+  const TraceTruncation& truncation() const noexcept { return truncation_; }
 
   // Reads every record, calling on_event for each event. Throws TraceError. May be called
   // again (it reads from the start).
@@ -82,7 +102,8 @@ class TraceReader {
   std::size_t map_bytes_ = 0;
   std::string_view data_;
   trace::ParsedHeader parsed_;
-  std::uint64_t slots_ = 0;
+  std::uint64_t slots_ = 0;  // whole slots to read
+  TraceTruncation truncation_;
   std::vector<std::vector<std::uint64_t>> stacks_;
 };
 

@@ -113,6 +113,48 @@ TEST(ParseSettings, InconsistentSizesAreRejectedAsAWhole) {
   EXPECT_EQ(r.settings.allocator.small_segment, defaults.small_segment);
 }
 
+// Issue #19: alignment:512 was refused because the default min_split (256) is not a
+// multiple, and the message blamed min_split, which the user never set.
+TEST(ParseSettings, DefaultsThatDependOnTheAlignmentFollowIt) {
+  auto r = parse_settings("alignment:512");
+  EXPECT_TRUE(r.errors.empty()) << r.errors.front();
+  EXPECT_EQ(r.settings.allocator.alignment, 512u);
+  EXPECT_EQ(r.settings.allocator.min_split, 512u);
+  // Defaults that are already multiples keep their values.
+  EXPECT_EQ(r.settings.allocator.small_size, AllocatorOptions{}.small_size);
+  EXPECT_EQ(r.settings.allocator.large_round, AllocatorOptions{}.large_round);
+  auto big = parse_settings("alignment:4M");
+  EXPECT_TRUE(big.errors.empty()) << big.errors.front();
+  EXPECT_EQ(big.settings.allocator.min_split, 4 * MiB);
+  EXPECT_EQ(big.settings.allocator.small_size, 4 * MiB);
+  EXPECT_EQ(big.settings.allocator.min_segment, 4 * MiB);
+  EXPECT_TRUE(validate(big.settings.allocator).empty());
+  // A value the user sets does not follow: it is checked, and named.
+  auto mine = parse_settings("alignment:512,min_split:256");
+  ASSERT_EQ(mine.errors.size(), 1u);
+  EXPECT_EQ(mine.errors[0], "min_split 256 must be a multiple of alignment 512");
+  EXPECT_EQ(mine.settings.allocator.alignment, AllocatorOptions{}.alignment);
+}
+
+// A relation between a key the user set and a default is stated about the key the user
+// set; the other is called a default.
+TEST(ParseSettings, AMessageNamesTheKeyTheUserSet) {
+  auto r = parse_settings("small_size:3M");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0], "small_size 3145728 must be <= small_segment 2097152 (default)");
+  auto m = parse_settings("min_large_alloc:30M");
+  ASSERT_EQ(m.errors.size(), 1u);
+  EXPECT_EQ(m.errors[0].rfind("min_large_alloc 31457280 must be <= large_segment 20971520 "
+                              "(default)", 0),
+            0u)
+      << m.errors[0];
+  // A default that the alignment cannot round into a multiple is never reached; the
+  // relations between defaults the alignment moved name the keys to set.
+  auto huge = parse_settings("alignment:16M");
+  ASSERT_FALSE(huge.errors.empty());
+  EXPECT_TRUE(mentions(huge.errors, "the defaults do not fit the keys given")) << huge.errors[0];
+}
+
 TEST(Validate, DefaultsAreConsistent) { EXPECT_TRUE(validate(AllocatorOptions{}).empty()); }
 
 TEST(Validate, EachRelation) {

@@ -18,6 +18,30 @@ Counter counter(std::int64_t current, std::int64_t peak, std::uint64_t allocated
 
 // Contexts that followed one another (a reset): the retired one's current is 0, and the
 // device's peak is the larger of the two peaks, not their sum.
+// Regression: a program that freed everything read "Active allocs 17" at exit (its frees
+// were in an epoch whose fence was still pending). At exit they are reported as freed.
+TEST(ReportPendingAsFreed, FreedBlocksWithAPendingFenceAreNotActive) {
+  DeviceStats s;
+  s.allocation.add(Pool::small, 3);
+  s.allocation.sub(Pool::small, 3);  // the program freed its 3 blocks ...
+  s.allocated_bytes.add(Pool::small, 3 * 512);
+  s.allocated_bytes.sub(Pool::small, 3 * 512);
+  s.active.add(Pool::small, 3);  // ... whose fences are still pending
+  s.active_bytes.add(Pool::small, 3 * 512);
+  s.allocation.add(Pool::large, 1);  // and holds one large block
+  s.allocated_bytes.add(Pool::large, 4 << 20);
+  s.active.add(Pool::large, 1);
+  s.active_bytes.add(Pool::large, 4 << 20);
+  report_pending_as_freed(s);
+  EXPECT_EQ(s.active.all.current, 1);
+  EXPECT_EQ(s.active_bytes.all.current, 4 << 20);
+  EXPECT_EQ(s.active.pool[static_cast<std::size_t>(Pool::small)].current, 0);
+  EXPECT_EQ(s.pending_free_blocks, 3u);
+  EXPECT_EQ(s.pending_free_bytes, 3u * 512);
+  EXPECT_EQ(s.active.all.peak, 4);  // peaks and totals are history: unchanged
+  EXPECT_EQ(s.active.all.allocated, 4u);
+}
+
 TEST(AccumulateContext, SuccessiveContextsKeepTheLargerPeak) {
   Counter before = counter(0, 900, 1000, 1000);
   const Counter after = counter(300, 500, 700, 400);

@@ -6,6 +6,7 @@
 // write(2), because other threads may still be running or hold locks when exit() is called.
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -93,6 +94,18 @@ void write_all(int fd, const char* p, size_t n) {
   }
 }
 
+// True when `path` is the file, pipe or terminal of this process's fd 1 or 2.
+bool is_own_output(const char* path) {
+  struct stat target {};
+  if (::stat(path, &target) != 0) return false;
+  for (int fd : {1, 2}) {
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && st.st_dev == target.st_dev && st.st_ino == target.st_ino)
+      return true;
+  }
+  return false;
+}
+
 // "%p" in the path becomes the pid; without it only the process that loaded the stand-in
 // writes, so a forked child never overwrites its parent's report.
 void write_counters_file() {
@@ -124,7 +137,15 @@ void write_counters_file() {
     json += buf;
   }
   json += "\n]}\n";
-  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // The path may name this process's own standard output or error (/dev/stdout, or the
+  // file a shell redirected it to): reopening that with O_TRUNC would empty the file the
+  // program is writing, and write from offset 0 over it. There the counters are appended,
+  // after the program's own buffered output, so that they come last in a terminal, a pipe
+  // and a file alike. Any other file is replaced.
+  const bool own_output = is_own_output(p.c_str());
+  if (own_output) std::fflush(nullptr);
+  int fd = ::open(p.c_str(),
+                  O_WRONLY | O_CREAT | O_CLOEXEC | (own_output ? O_APPEND : O_TRUNC), 0644);
   if (fd < 0) {
     std::snprintf(buf, sizeof buf, "libcuda.so.1 (stand-in): cannot write %s: %s\n",
                   p.c_str(), std::strerror(errno));

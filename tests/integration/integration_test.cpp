@@ -8,6 +8,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <sstream>
 #include <string>
@@ -534,6 +535,33 @@ TEST(Contexts, OnlyContextsAliveAtOnceAreLimited) {
   EXPECT_EQ(r.result.err.find("contexts"), std::string::npos) << r.result.err;
 }
 
+// Regression: frees still in the open epoch (fence pending) were reported at exit as
+// "Active allocs 17" by a program that had freed everything.
+TEST_P(EveryKind, FreesWithTheirFencePendingAreReportedAsFreedAtExit) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"loop", "17", "4096"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  const json& s = device_stats(r.stats, 0);
+  ASSERT_TRUE(s.is_object()) << r.stats.dump();
+  EXPECT_EQ(s["memory_stats"]["active.all.current"].get<int>(), 0) << s.dump();
+  EXPECT_EQ(s["memory_stats"]["allocation.all.current"].get<int>(), 0) << s.dump();
+  EXPECT_EQ(s["pending_free_blocks"].get<int>() + s["free_blocks"].get<int>() > 0, true) << s.dump();
+}
+
+// Regression: a child forked after luma started but before it served anything (Python
+// multiprocessing workers) printed no statistics when ended by SIGTERM: the fork took the
+// signal handler away and nothing put it back.
+TEST(Fork, AChildForkedBeforeServingWritesItsStatisticsOnSigterm) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma("driver", {"fork-before-serving"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  ASSERT_TRUE(r.stats.is_object()) << "no statistics from the child\n" << describe(r.result);
+  EXPECT_EQ(r.stats.value("ended_by", ""), "SIGTERM") << r.stats.dump();
+  const json& s = device_stats(r.stats, 0);
+  ASSERT_TRUE(s.is_object()) << r.stats.dump();
+  EXPECT_EQ(s["alloc_calls"].get<int>(), 8) << s.dump();
+}
+
 TEST_P(EveryKind, DisabledLumaForwardsEverything) {
   REQUIRE_PROGRAMS();
   LumaRun r = run_under_luma(GetParam(), {"loop", "1000", "4096"}, {{"LUMA_DISABLE", "1"}});
@@ -583,6 +611,37 @@ TEST(Harmless, PythonIsUnchanged) {
   if (run({"python3", "-c", "1"}, clean_env()).exit_code != 0) GTEST_SKIP() << "no python3";
   expect_unchanged({"python3", "-c", "1"});
   expect_unchanged({"python3", "-c", "import ctypes, sys; print(sys.version_info[0])"});
+}
+
+// Issue #19: scripts/demo sends the stand-in's counters to /dev/stdout. Reopened with
+// O_TRUNC, that emptied the log the demo's output was redirected to and wrote over it from
+// byte 0, leaving NUL bytes where the rest had been. The counters must come after the
+// program's output, the same in a file as in a pipe.
+TEST(Harmless, CountersOnTheProgramsOwnStdoutFollowItsOutputInAFileAndAPipe) {
+  REQUIRE_PROGRAMS();
+  const std::string dir = temp_dir();
+  const std::string log = dir + "/demo.log";
+  const std::string line = "echo head; LUMA_FAKE_COUNTERS=/dev/stdout LUMA_STATS=off '" +
+                           paths().prog("static") + "' loop-mixed 50";
+  Result to_file = run({"/bin/sh", "-c", "{ " + line + "; } > '" + log + "'"}, luma_env());
+  ASSERT_EQ(to_file.exit_code, 0) << to_file.err;
+  Result to_pipe = run({"/bin/sh", "-c", line}, luma_env());  // stdout: the harness's pipe
+  ASSERT_EQ(to_pipe.exit_code, 0) << to_pipe.err;
+  std::string written;
+  if (FILE* f = std::fopen(log.c_str(), "rb")) {
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) written.append(buf, n);
+    std::fclose(f);
+  }
+  EXPECT_EQ(written.find('\0'), std::string::npos) << "NUL bytes in the log";
+  EXPECT_EQ(written, to_pipe.out);
+  const std::size_t head = written.find("head\n"), ok = written.find("loop-mixed: 50"),
+                    counters = written.find("{\"devices\"");
+  ASSERT_EQ(head, 0u) << written;
+  ASSERT_NE(ok, std::string::npos) << written;
+  ASSERT_NE(counters, std::string::npos) << written;
+  EXPECT_LT(ok, counters) << written;
+  EXPECT_TRUE(json::parse(written.substr(counters), nullptr, false).is_object()) << written;
 }
 
 TEST(Harmless, ProgramWithoutCudaIsUnchanged) {

@@ -197,6 +197,35 @@ TEST(LumaRun, ReturnsTheProgramsStatusAndSaysWhenNoTraceWasWritten) {
   EXPECT_NE(help.out.find("--trace"), std::string::npos);
 }
 
+// Issue #19: `luma run --bogus -- echo a b c` printed "a b c --bogus --" and `luma run echo
+// -n hi` printed "hi -n": unknown options and the "--" landed in the program's arguments.
+// Every argument from the program on is the program's, untouched; an unknown option of
+// luma run is an error naming it, and nothing runs.
+TEST(LumaRun, ArgumentsFromTheProgramOnAreThePrograms) {
+  NEED(paths().luma);
+  const Env env = clean_env();
+  Result n = run({paths().luma, "run", "--trace", "off", "echo", "-n", "hi"}, env);
+  EXPECT_EQ(n.exit_code, 0) << describe(n);
+  EXPECT_EQ(n.out, "hi");
+  Result dashes = run({paths().luma, "run", "--trace", "off", "--", "echo", "a", "--", "--trace",
+                       "b", "--bogus"},
+                      env);
+  EXPECT_EQ(dashes.exit_code, 0) << describe(dashes);
+  EXPECT_EQ(dashes.out, "a -- --trace b --bogus\n");
+  Result plain = run({paths().luma, "run", "--trace=off", "echo", "x", "--stats", "json"}, env);
+  EXPECT_EQ(plain.out, "x --stats json\n") << describe(plain);
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--bogus", "--", "echo", "a", "b", "c"},
+        std::vector<std::string>{"--bogus", "echo", "a"}, std::vector<std::string>{"-x", "echo"}}) {
+    std::vector<std::string> argv = {paths().luma, "run", "--trace", "off"};
+    argv.insert(argv.end(), bad.begin(), bad.end());
+    Result r = run(argv, env);
+    EXPECT_EQ(r.exit_code, 2) << describe(r);
+    EXPECT_EQ(r.out, "") << "the program ran: " << describe(r);
+    EXPECT_NE(r.err.find("unknown option '" + bad[0] + "'"), std::string::npos) << r.err;
+  }
+}
+
 // argv run with dir as its working directory (through a shell's cd and exec).
 Result run_in(const std::string& dir, const std::vector<std::string>& argv, const Env& env) {
   std::string line = "cd '" + dir + "' && exec";
@@ -218,6 +247,16 @@ TEST(LumaRun, FindsTheTracesOfTheProcessesALauncherStartedAndKnowsTheSwitchValue
   ASSERT_EQ(files_in(dir).size(), 1u) << describe(r);
   EXPECT_NE(r.err.find("written to " + dir + "/l."), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("wrote no trace"), std::string::npos) << r.err;
+  // Issue #19: the message gave the child's trace the launcher's pid and executable. It
+  // names the child's own (from the trace's header), and says the launcher recorded none.
+  const std::string child_pid = files_in(dir)[0].substr(2, files_in(dir)[0].size() - 8);
+  EXPECT_NE(r.err.find("trace of " + paths().prog("shared") + " (pid " + child_pid +
+                       ", started by pid "),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("trace of /bin/sh"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/bin/sh (pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("recorded no allocation itself"), std::string::npos) << r.err;
 
   const std::string dir1 = temp_dir();
   Result one = run_in(

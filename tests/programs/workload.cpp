@@ -462,6 +462,51 @@ int mode_atexit(int argc, char**) {
   return 0;
 }
 
+// A process in which luma started (a driver lookup, as a library loaded before fork
+// makes) but served nothing yet forks; the child is served as a process of its own
+// (Python multiprocessing workers) and is ended by SIGTERM, as a pool ends its workers.
+// Run under luma the child's statistics must be written (with ended_by SIGTERM). The
+// child prints its pid; the parent exits 0 when the child died by SIGTERM.
+int mode_fork_before_serving(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW);
+  if (driver == nullptr) fail("dlopen libcuda.so.1", 0);
+  using GetProcAddress = int (*)(const char*, void**, int, unsigned long long, int*);
+  auto gpa = reinterpret_cast<GetProcAddress>(dlsym(driver, "cuGetProcAddress_v2"));
+  if (gpa == nullptr) fail("dlsym cuGetProcAddress_v2", 0);
+  void* fn = nullptr;
+  int status = 0;
+  gpa("cuMemAlloc", &fn, 13000, 0, &status);  // before cuInit: only a lookup
+  int ready[2];
+  if (pipe(ready) != 0) fail("pipe", errno);
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) fail("fork", errno);
+  if (pid == 0) {
+    ::close(ready[0]);
+    std::vector<void*> held;
+    for (int i = 0; i < 8; ++i) {
+      void* p = nullptr;
+      ok(A.alloc(&p, 4096 * (i + 1)), "alloc in the child");
+      held.push_back(p);
+    }
+    for (std::size_t i = 0; i < held.size(); i += 2) ok(A.free(held[i]), "free in the child");
+    std::printf("fork-before-serving: child %d serving\n", static_cast<int>(getpid()));
+    std::fflush(stdout);
+    if (::write(ready[1], "r", 1) != 1) std::_Exit(1);
+    for (int i = 0; i < 1000; ++i) usleep(10 * 1000);  // ended by SIGTERM long before 10 s
+    std::_Exit(1);
+  }
+  ::close(ready[1]);
+  char c = 0;
+  if (::read(ready[0], &c, 1) != 1) fail("the child never got ready", 0);
+  kill(pid, SIGTERM);
+  if (waitpid(pid, &status, 0) != pid) fail("waitpid", errno);
+  if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGTERM) fail("child not ended by SIGTERM", status);
+  std::printf("fork-before-serving: child ended by SIGTERM\n");
+  return 0;
+}
+
 int mode_fork(int argc, char**) {
   if (argc != 0) return kExitUsage;
   Tagged a{nullptr, 64 * 1024, 7};
@@ -1537,6 +1582,7 @@ const Mode kModes[] = {
     {"atexit", "", mode_atexit},
     {"exit-while-busy", "", mode_exit_while_busy},
     {"fork", "", mode_fork},
+    {"fork-before-serving", "", mode_fork_before_serving},
     {"fork-exec", "", mode_fork_exec},
     {"threads-first", "[THREADS]", mode_threads_first},
     {"async", "[ROUNDS]", mode_async},

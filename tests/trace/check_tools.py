@@ -4,7 +4,8 @@
 End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
   golden     make_golden reproduces tests/data/*.trace byte for byte
   stats      `luma stats --json` of the golden traces (one, and two side by side) and of
-             an RMM log equal the committed expected outputs
+             an RMM log equal the committed expected outputs; the cache at the peak of
+             reserved (fragmentation); what an RMM log lacks is null / "n/a"
   exports    every export format of the golden traces equals its committed output; the
              memviz pickle also passes check_memviz; the chrome JSON parses
   allocator  a trace recorded from the real CachingAllocator gives the allocator's own
@@ -14,6 +15,8 @@ End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
              that fits the terminal and is erased at the end; none with stderr in a file,
              none for a small trace
   errors     exit statuses and messages: usage 2, bad input 1 with the byte offset
+  truncated  a trace cut after its header is read up to the cut, with one warning line
+             saying how much was lost (and in `stats --json`); `luma plan` refuses it
   rmm_frees  the memviz snapshot of an RMM log (no completion events) frees its blocks the
              way PyTorch's viewer replays them: at free_completed; a trace's are its own
   no_overwrite  an export refuses an output that is its input (a link, a hard link, another
@@ -113,6 +116,40 @@ def case_stats():
     assert len(sites) == 2 and sites[0]["bytes"] == 4 * (2 << 20), sites
     assert [f["address"] for f in sites[0]["frames"]] == [0x555555557010, 0x555555557120, 0x555555558000]
     assert st["top_callsites_at_peak"][0]["count"] == 4, st["top_callsites_at_peak"]
+    # The cache at the peak of reserved (docs/trace-format.md, "luma stats"): device 0 of
+    # the small trace holds a 2 MiB segment with 2.5 KiB in use and a 20 MiB one with
+    # 12 MiB in use, so two free blocks of 2 MiB - 2.5 KiB and 8 MiB.
+    at = d0["at_peak_reserved"]
+    assert at["event_index"] == 9 and at["reserved_bytes"] == 22 << 20, at
+    assert at["allocated_bytes"] == (12 << 20) + 2560, at
+    assert at["reserved_unallocated_bytes"] == (10 << 20) - 2560, at
+    assert at["free_blocks"] == 2 and at["largest_free_block_bytes"] == 8 << 20, at
+    assert abs(at["fragmentation"] - (1 - (8 << 20) / ((10 << 20) - 2560))) < 1e-12, at
+    # The stacks trace: 12 MiB in 8 blocks of a 20 MiB segment, free 1+1+1+5 MiB.
+    at = st["at_peak_reserved"]
+    assert at["free_blocks"] == 4 and at["largest_free_block_bytes"] == 5 << 20, at
+    assert at["reserved_unallocated_bytes"] == 8 << 20 and at["fragmentation"] == 0.375, at
+    # Issue #19: one 4 KiB block in its 2 MiB segment was "fragmentation 512" (peak
+    # reserved / peak allocated). Its free memory is one block: no fragmentation.
+    one = os.path.join(WORK, "one_block.trace")
+    subprocess.run([MAKE_GOLDEN, "--one-block", one], check=True)
+    at = json.loads(run("stats", "--json", one).stdout)["runs"][0]["devices"][0]["at_peak_reserved"]
+    assert at["reserved_unallocated_bytes"] == (2 << 20) - 4096 and at["free_blocks"] == 1, at
+    assert at["largest_free_block_bytes"] == (2 << 20) - 4096 and at["fragmentation"] == 0.0, at
+    line = [l for l in run("stats", one).stdout.splitlines() if "fragmentation" in l][0]
+    assert line.split()[1].startswith("0.000"), line
+    # Issue #19: what an RMM log does not record (pid, host, times, segments) is not
+    # available (null, "n/a"), not "pid 0", "0.000 s", "peak reserved 0 B".
+    r = json.loads(run("stats", "--json", "golden_rmm.csv").stdout)["runs"][0]
+    assert r["pid"] is None and r["host"] is None and r["duration_ns"] is None, r
+    rd = r["devices"][0]
+    for k in ("peak_reserved_bytes", "at_peak_reserved", "segment_reserves", "cache_absorbed",
+              "final_reserved_bytes"):
+        assert rd[k] is None, (k, rd[k])
+    assert rd["peak_allocated_bytes"] == 66048 and rd["allocations"] == 4, rd
+    text = run("stats", "golden_rmm.csv").stdout
+    assert "pid n/a" in text and "pid 0" not in text and " s\n" not in text, text
+    assert "peak reserved      n/a" in text and "fragmentation      n/a" in text, text
 
 
 def case_exports():
@@ -159,9 +196,11 @@ def case_errors():
     assert "/nonexistent.trace" in p.stderr, p.stderr
     bad = os.path.join(WORK, "cut.trace")
     data = open(os.path.join(DATA, "golden_small.trace"), "rb").read()
-    open(bad, "wb").write(data[:len(data) - 5])
+    # A header cut short is an error naming the offset (a trace cut after it is read:
+    # case truncated).
+    open(bad, "wb").write(data[:4000])
     p = run("stats", bad, expect=1)
-    assert "at byte" in p.stderr and "truncated" in p.stderr, p.stderr
+    assert "at byte 4000" in p.stderr and "header" in p.stderr, p.stderr
     flipped = bytearray(data)
     flipped[4096 + 24 * 3 + 2] ^= 0x40
     open(bad, "wb").write(bytes(flipped))
@@ -182,6 +221,37 @@ def case_errors():
     assert "--device" in p.stderr, p.stderr
     for sub in ("stats", "export"):
         assert "Usage" in run(sub, "--help").stdout
+
+
+def case_truncated():
+    """Issue #19: a trace cut short after its header (a copy that stopped, a disk that
+    filled) was refused outright; it is read up to the cut, saying how much was lost."""
+    data = open(os.path.join(DATA, "golden_small.trace"), "rb").read()
+    whole = json.loads(run("stats", "--json", "golden_small.trace").stdout)["runs"][0]
+    assert whole["truncated"] is None and whole["events"] == 20, whole
+    cut = os.path.join(WORK, "cut5.trace")
+    open(cut, "wb").write(data[:len(data) - 5])  # the last slot (an event) loses 5 bytes
+    p = run("stats", cut)
+    warn = [l for l in p.stderr.splitlines() if l.strip()]
+    assert len(warn) == 1 and "truncated" in warn[0] and "5 bytes (1 slots" in warn[0], p.stderr
+    assert "warning: truncated" in p.stdout, p.stdout
+    r = json.loads(run("stats", "--json", cut).stdout)["runs"][0]
+    t = r["truncated"]
+    assert t["missing_bytes"] == 5 and t["lost_slots"] == 1 and t["exact"] is True, t
+    assert t["file_bytes"] == len(data) - 5 and t["expected_bytes"] == len(data), t
+    assert r["events"] == 19, r["events"]
+    # Every command that reads it says so once; an export holds what was read.
+    out = os.path.join(WORK, "cut5.csv")
+    p = run("export", cut, "-f", "rmm", "-o", out)
+    assert sum("truncated" in l for l in p.stderr.splitlines()) == 1, p.stderr
+    assert len(open(out).read().splitlines()) > 1
+    # A plan needs the whole run: luma plan refuses it, saying why.
+    p = run("plan", cut, expect=1)
+    assert "truncated" in p.stderr and "whole run" in p.stderr, p.stderr
+    # Cut right after the header: no events, everything lost.
+    open(cut, "wb").write(data[:4096])
+    r = json.loads(run("stats", "--json", cut).stdout)["runs"][0]
+    assert r["events"] == 0 and r["truncated"]["missing_bytes"] == len(data) - 4096, r
 
 
 def case_callsites():
@@ -621,7 +691,8 @@ def case_fifo_module():
 
 
 {"golden": case_golden, "callsites": case_callsites, "stats": case_stats, "exports": case_exports,
- "allocator": case_allocator, "errors": case_errors, "progress": case_progress,
+ "allocator": case_allocator, "errors": case_errors, "truncated": case_truncated,
+ "progress": case_progress,
  "no_overwrite": case_no_overwrite, "outputs": case_outputs, "rmm_frees": case_rmm_frees, "rmm_rows": case_rmm_rows, "latin1": case_latin1,
  "fifo_module": case_fifo_module, "memviz_viewer": case_memviz_viewer,
  "memviz_fields": case_memviz_fields, "memviz_window": case_memviz_window,

@@ -8,6 +8,8 @@
 // `make_golden --latin1 PATH` writes the stacks trace of a program whose name, argument
 // and module path hold the byte 0xE9 (Latin-1's e-acute), which is not UTF-8.
 // `make_golden --module FILE PATH` writes the stacks trace with its module at FILE.
+// `make_golden --one-block PATH` writes a program's one 4 KiB block in a 2 MiB segment
+// (issue #19: luma stats called that a fragmentation of 512).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -122,7 +124,25 @@ bool many(const std::string& path, std::uint64_t n) {
   return w->close() && w->dropped() == 0;
 }
 
+// One 4 KiB allocation, in the 2 MiB small segment it needed, freed before the end.
+bool one_block(const std::string& path) {
+  auto w = TraceWriter::open(path, golden_header(0), nullptr, {.prefault_thread = false});
+  if (!w) return false;
+  const std::uint64_t seg = 0x7f0000000000ull;
+  w->write({EventKind::segment_reserve, 0, seg, 2 << 20, 0}, 1, 0, EntryPoint::cudaMalloc, 1001000);
+  w->write({EventKind::alloc, 0, seg, 4096, 4096}, 1, 0, EntryPoint::cudaMalloc, 1002000);
+  w->write({EventKind::free_requested, 0, seg, 4096, 0}, 1, 0, EntryPoint::cudaFree, 1003000);
+  return w->close();
+}
+
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--one-block") {
+    if (!one_block(argv[2])) {
+      std::fprintf(stderr, "make_golden: cannot write %s\n", argv[2]);
+      return 1;
+    }
+    return 0;
+  }
   if (argc == 4 && std::string(argv[1]) == "--events") {
     char* end = nullptr;
     const std::uint64_t n = std::strtoull(argv[2], &end, 10);
@@ -151,7 +171,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc != 2) {
-    std::fprintf(stderr, "usage: make_golden DIR | make_golden --events N PATH | make_golden --latin1 PATH | make_golden --module FILE PATH\n");
+    std::fprintf(stderr, "usage: make_golden DIR | make_golden --events N PATH | make_golden --latin1 PATH | make_golden --module FILE PATH | make_golden --one-block PATH\n");
     return 2;
   }
   const std::string dir = argv[1];

@@ -1,9 +1,11 @@
 // trace_malformed_test.cpp - the reader against bad input: a small trace cut at every
 // byte, bytes changed at random, foreign files. Each must end in one TraceError that names
-// a byte offset inside the file - never a crash, a hang or a silent success.
+// a byte offset inside the file - never a crash, a hang or a silent success - except a
+// trace cut after its header, which is read up to the cut with the loss reported.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "trace/trace_reader.h"
@@ -56,14 +58,92 @@ TEST(TraceMalformed, TheSmallTraceReadsCleanly) {
   EXPECT_EQ(r.read({}).events, 13u);
 }
 
-TEST(TraceMalformed, CutAtEveryByteIsAnErrorWithItsOffset) {
+std::vector<TraceEvent> events_of(TraceReader& r) {
+  std::vector<TraceEvent> out;
+  r.read([&](const TraceEvent& e) { out.push_back(e); });
+  return out;
+}
+
+// True when `part` is `whole`'s first events, field for field.
+bool is_prefix(const std::vector<TraceEvent>& part, const std::vector<TraceEvent>& whole) {
+  if (part.size() > whole.size()) return false;
+  for (std::size_t i = 0; i < part.size(); ++i) {
+    const TraceEvent &a = part[i], &b = whole[i];
+    if (a.seq != b.seq || a.index != b.index || a.kind != b.kind || a.device != b.device ||
+        a.thread != b.thread || a.stream != b.stream || a.time_ns != b.time_ns ||
+        a.address != b.address || a.size != b.size || a.requested != b.requested ||
+        a.stack != b.stack)
+      return false;
+  }
+  return true;
+}
+
+TEST(TraceMalformed, CutInsideTheHeaderIsAnErrorWithItsOffset) {
   const std::string good = small_trace();
-  for (std::size_t n = 0; n < good.size(); ++n) {
+  const std::uint64_t header_bytes = trace::parse_header(good, "t").header_bytes;
+  for (std::size_t n = 0; n < header_bytes; ++n) {
     std::uint64_t offset = ~0ull;
     const std::string err = read_error(good.substr(0, n), &offset);
     ASSERT_NE(err, "") << "cut at " << n << " read as a valid trace";
     ASSERT_LE(offset, n) << err;
     ASSERT_NE(err.find("at byte " + std::to_string(offset)), std::string::npos) << err;
+  }
+}
+
+// Issue #19: a closed trace cut after its header (a copy that stopped) was refused
+// outright. It is read up to the cut: the events before it, exactly, and how much is lost.
+TEST(TraceMalformed, AClosedTraceCutAfterItsHeaderIsReadUpToTheCut) {
+  const std::string good = small_trace();
+  TraceReader whole_reader(good, "t");
+  const std::vector<TraceEvent> whole = events_of(whole_reader);
+  ASSERT_FALSE(whole_reader.truncation().truncated);
+  const std::uint64_t header_bytes = trace::parse_header(good, "t").header_bytes;
+  const std::uint64_t slots = (good.size() - header_bytes) / trace::kSlotBytes;
+  std::size_t fewer = 0;
+  for (std::size_t n = header_bytes; n < good.size(); ++n) {
+    TraceReader r(good.substr(0, n), "t");
+    const TraceTruncation& cut = r.truncation();
+    ASSERT_TRUE(cut.truncated) << n;
+    ASSERT_TRUE(cut.exact) << n;
+    ASSERT_EQ(cut.file_bytes, n);
+    ASSERT_EQ(cut.missing_bytes(), good.size() - n);
+    ASSERT_EQ(cut.lost_slots, slots - (n - header_bytes) / trace::kSlotBytes) << n;
+    ASSERT_NE(cut.describe().find(std::to_string(good.size() - n) + " bytes"), std::string::npos)
+        << cut.describe();
+    std::vector<TraceEvent> part;
+    ASSERT_NO_THROW(part = events_of(r)) << "cut at " << n;
+    ASSERT_TRUE(is_prefix(part, whole)) << "cut at " << n;
+    ASSERT_GE(part.size() + cut.lost_slots, whole.size()) << "more events lost than slots, cut at " << n;
+    if (part.size() < whole.size()) ++fewer;
+  }
+  EXPECT_GT(fewer, 0u);
+}
+
+// An unfinished trace (its process was killed) grows by whole chunks; one that ends inside a
+// chunk was cut afterwards (a disk that filled, a copy that stopped). What the rest of the
+// chunk held is unknown, so the loss is an upper bound.
+TEST(TraceMalformed, AnUnfinishedTraceCutInsideAChunkIsReadUpToTheCut) {
+  std::string unfinished = small_trace();
+  const std::uint64_t header_bytes = trace::parse_header(unfinished, "t").header_bytes;
+  std::memset(unfinished.data() + 32, 0, 16);  // no close record: the writer was killed
+  unfinished.resize(header_bytes + trace::kChunkBytes, '\0');
+  TraceReader full(unfinished, "t");
+  ASSERT_FALSE(full.closed_cleanly());
+  ASSERT_FALSE(full.truncation().truncated);
+  const std::vector<TraceEvent> whole = events_of(full);
+  ASSERT_EQ(whole.size(), 13u);
+  for (std::uint64_t n : {header_bytes + 1, header_bytes + 100, header_bytes + 24 * 20 + 7,
+                          header_bytes + 24 * 40, header_bytes + trace::kChunkBytes - 1}) {
+    TraceReader r(unfinished.substr(0, n), "t");
+    const TraceTruncation& cut = r.truncation();
+    ASSERT_TRUE(cut.truncated) << n;
+    EXPECT_FALSE(cut.exact);
+    EXPECT_EQ(cut.expected_bytes, header_bytes + trace::kChunkBytes);
+    EXPECT_EQ(cut.lost_slots, trace::kChunkSlots - (n - header_bytes) / trace::kSlotBytes);
+    EXPECT_NE(cut.describe().find("up to"), std::string::npos) << cut.describe();
+    std::vector<TraceEvent> part;
+    ASSERT_NO_THROW(part = events_of(r)) << "cut at " << n;
+    EXPECT_TRUE(is_prefix(part, whole)) << "cut at " << n;
   }
 }
 
