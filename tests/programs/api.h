@@ -9,6 +9,28 @@
 
 namespace luma::programs {
 
+// Driver-API calls for IPC and stream capture, the entry points real programs (UCX, Open MPI,
+// NCCL, PyTorch's CUDA graphs) use and the runtime programs here do not reach: prog_driver
+// only. Handles are opaque (an IPC handle is CU_IPC_HANDLE_SIZE bytes), modes and codes are
+// CUDA's numbers.
+inline constexpr size_t kIpcHandleSize = 64;  // CU_IPC_HANDLE_SIZE
+inline constexpr int kCaptureModeGlobal = 0;  // CU_STREAM_CAPTURE_MODE_GLOBAL
+inline constexpr int kCaptureModeRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED
+struct DriverCalls {
+  int (*ipc_get)(void* handle, const void* p);  // cuIpcGetMemHandle
+  int (*ipc_open)(void** p, const void* handle);  // cuIpcOpenMemHandle_v2, lazy peer access
+  int (*ipc_close)(void* p);                     // cuIpcCloseMemHandle
+  int (*buffer_id)(const void* p, unsigned long long* id);  // CU_POINTER_ATTRIBUTE_BUFFER_ID
+  int (*copy_async)(void* dst, const void* src, size_t n, void* stream);  // DtoD
+  int (*begin_capture)(void* stream, int mode);  // cuStreamBeginCapture_v2
+  int (*end_capture)(void* stream, void** graph);
+  int (*exchange_capture_mode)(int* mode);  // cuThreadExchangeStreamCaptureMode
+  int (*instantiate)(void** exec, void* graph);  // cuGraphInstantiateWithFlags(0)
+  int (*launch)(void* exec, void* stream);
+  int (*exec_destroy)(void* exec);
+  int (*graph_destroy)(void* graph);
+};
+
 struct Api {
   const char* name;
   int oom_code;         // cudaErrorMemoryAllocation / CUDA_ERROR_OUT_OF_MEMORY (both 2)
@@ -41,6 +63,7 @@ struct Api {
   int (*primary_retain)();
   // cuMemGetAddressRange_v2 (driver API only): the allocation containing p.
   int (*address_range)(const void* p, void** base, size_t* size);
+  const DriverCalls* driver;  // nullptr: the API has none of these entry points
 };
 
 const Api& api();

@@ -107,6 +107,7 @@ const Api kApi = {
     nullptr,
     nullptr,
     nullptr,
+    nullptr,
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 // cuMemAlloc_v2 / cuMemFree_v2 / ... called through the PLT by their exported names.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "api.h"
@@ -49,6 +50,74 @@ CUresult ready() {
 
 CUdeviceptr dp(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 CUstream st(void* s) { return static_cast<CUstream>(s); }
+
+const DriverCalls kDriverCalls = {
+    [](void* h, const void* p) -> int {
+      READY();
+      CUipcMemHandle handle{};
+      CUresult r = cuIpcGetMemHandle(&handle, dp(p));
+      std::memcpy(h, &handle, sizeof handle);
+      return r;
+    },
+    [](void** p, const void* h) -> int {
+      READY();
+      CUipcMemHandle handle{};
+      std::memcpy(&handle, h, sizeof handle);
+      CUdeviceptr d = 0;
+      CUresult r = cuIpcOpenMemHandle_v2(&d, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      *p = reinterpret_cast<void*>(d);
+      return r;
+    },
+    [](void* p) -> int {
+      READY();
+      return cuIpcCloseMemHandle(dp(p));
+    },
+    [](const void* p, unsigned long long* id) -> int {
+      READY();
+      return cuPointerGetAttribute(id, CU_POINTER_ATTRIBUTE_BUFFER_ID, dp(p));
+    },
+    [](void* d, const void* s, size_t n, void* stream) -> int {
+      READY();
+      return cuMemcpyDtoDAsync_v2(dp(d), dp(s), n, st(stream));
+    },
+    [](void* s, int mode) -> int {
+      READY();
+      return cuStreamBeginCapture_v2(st(s), static_cast<CUstreamCaptureMode>(mode));
+    },
+    [](void* s, void** graph) -> int {
+      READY();
+      CUgraph g = nullptr;
+      CUresult r = cuStreamEndCapture(st(s), &g);
+      *graph = g;
+      return r;
+    },
+    [](int* mode) -> int {
+      READY();
+      auto m = static_cast<CUstreamCaptureMode>(*mode);
+      CUresult r = cuThreadExchangeStreamCaptureMode(&m);
+      *mode = static_cast<int>(m);
+      return r;
+    },
+    [](void** exec, void* graph) -> int {
+      READY();
+      CUgraphExec e = nullptr;
+      CUresult r = cuGraphInstantiateWithFlags(&e, static_cast<CUgraph>(graph), 0);
+      *exec = e;
+      return r;
+    },
+    [](void* exec, void* s) -> int {
+      READY();
+      return cuGraphLaunch(static_cast<CUgraphExec>(exec), st(s));
+    },
+    [](void* exec) -> int {
+      READY();
+      return cuGraphExecDestroy(static_cast<CUgraphExec>(exec));
+    },
+    [](void* graph) -> int {
+      READY();
+      return cuGraphDestroy(static_cast<CUgraph>(graph));
+    },
+};
 
 const Api kApi = {
     "driver",
@@ -163,6 +232,7 @@ const Api kApi = {
       *base = reinterpret_cast<void*>(b);
       return r;
     },
+    &kDriverCalls,
 };
 
 }  // namespace

@@ -45,6 +45,7 @@ const Api kApi = {
     nullptr,
     nullptr,
     nullptr,
+    nullptr,
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 // Modes are deterministic and fast under the stand-ins' defaults. A mode never trusts
 // luma: it checks what a CUDA program would check.
 #include <dlfcn.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,12 +14,14 @@
 #include <csignal>
 #include <barrier>
 #include <chrono>
+#include <cerrno>
 #include <cinttypes>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -884,6 +887,693 @@ int mode_free_async_cached(int argc, char**) {
   return 0;
 }
 
+// ---- IPC and stream capture as real programs use them (driver API) --------------------
+
+// The driver-API calls of api.h a mode needs, or nullptr after printing why it skips.
+const DriverCalls* driver_calls(const char* mode) {
+  if (A.driver == nullptr)
+    std::printf("%s: the %s API has no IPC or capture entry points: skipped\n", mode, A.name);
+  return A.driver;
+}
+
+std::string to_hex(const unsigned char* bytes, size_t n) {
+  std::string s;
+  char two[3];
+  for (size_t i = 0; i < n; ++i) {
+    std::snprintf(two, sizeof two, "%02x", bytes[i]);
+    s += two;
+  }
+  return s;
+}
+
+bool from_hex(const std::string& hex, unsigned char* bytes, size_t n) {
+  if (hex.size() != 2 * n) return false;
+  for (size_t i = 0; i < n; ++i) {
+    unsigned v = 0;
+    if (std::sscanf(hex.c_str() + 2 * i, "%2x", &v) != 1) return false;
+    bytes[i] = static_cast<unsigned char>(v);
+  }
+  return true;
+}
+
+// This program again, in peer MODE, as UCX or NCCL run their second rank: a new process,
+// since a child forked after cuInit cannot use CUDA. It inherits the environment
+// (LD_PRELOAD included); its stdin and stdout are pipes to this process, its stderr is ours.
+class Peer {
+ public:
+  explicit Peer(const char* mode) {
+    std::signal(SIGPIPE, SIG_IGN);  // a peer that dies early must not kill the exporter
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0) fail("pipe", errno);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    for (int fd : {in[0], in[1], out[0], out[1]}) posix_spawn_file_actions_addclose(&actions, fd);
+    std::string name = g_prog;
+    char* argv[] = {name.data(), const_cast<char*>(mode), nullptr};
+    int rc = posix_spawn(&pid_, "/proc/self/exe", &actions, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(in[0]);
+    close(out[1]);
+    if (rc != 0) fail("posix_spawn of the peer", rc);
+    to_ = in[1];
+    from_ = fdopen(out[0], "r");
+  }
+  Peer(const Peer&) = delete;
+  Peer& operator=(const Peer&) = delete;
+  ~Peer() { (void)finish(); }
+
+  void send(const std::string& text) {
+    size_t done = 0;
+    while (to_ >= 0 && done < text.size()) {
+      ssize_t w = write(to_, text.data() + done, text.size() - done);
+      if (w <= 0) break;  // the peer is gone; its exit code says why
+      done += static_cast<size_t>(w);
+    }
+  }
+  // One line from the peer's stdout ("" when it closed it).
+  std::string read_line() {
+    char line[256];
+    if (from_ == nullptr || std::fgets(line, sizeof line, from_) == nullptr) return {};
+    return line;
+  }
+  // Closes its stdin and waits: its exit code (-1: killed by a signal).
+  int finish() {
+    if (pid_ <= 0) return exit_code_;
+    if (to_ >= 0) close(to_);
+    to_ = -1;
+    int status = 0;
+    if (waitpid(pid_, &status, 0) == pid_) exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (from_ != nullptr) std::fclose(from_);
+    from_ = nullptr;
+    pid_ = 0;
+    return exit_code_;
+  }
+
+ private:
+  pid_t pid_ = 0;
+  int to_ = -1;
+  FILE* from_ = nullptr;
+  int exit_code_ = -1;
+};
+
+// The reply a peer writes into block `id`: another tag and header.
+constexpr uint64_t kReplyId = 100000;
+
+// UCX / Open MPI / NCCL: each buffer is shared as (handle of the range base, offset,
+// length), the range from cuMemGetAddressRange, the handle of its base; the peer keeps
+// what it opened in a cache keyed by (range base, BUFFER_ID), as UCX does, adds the
+// offset, checks the exporter's bytes and writes its reply; the exporter checks the
+// replies. ROUNDS (2) rounds of N (40) buffers of mixed sizes (small ones share a segment
+// under luma, MiB ones do not); each round's buffers are freed before the next is
+// allocated, so later rounds reuse addresses and the peer's cache. BUFFER_ID is equal
+// exactly for equal ranges.
+int mode_ipc_ranges(int argc, char** argv) {
+  if (argc > 2) return kExitUsage;
+  const DriverCalls* D = driver_calls("ipc-ranges");
+  if (D == nullptr) return kExitSkip;
+  const size_t n = argc >= 1 ? parse(argv[0], "N") : 40;
+  const size_t rounds = argc >= 2 ? parse(argv[1], "ROUNDS") : 2;
+  if (n == 0 || n > 1000 || rounds == 0 || rounds > 100) return kExitUsage;
+  static const size_t kSizes[] = {200, 4096, 5000, 512, 70000, kMiB, 3 * kMiB + 100, 1000};
+  Peer peer("ipc-ranges-peer");
+  size_t wrong = 0, id_mismatches = 0;
+  std::vector<unsigned char> buf;
+  for (size_t round = 0; round < rounds; ++round) {
+    std::vector<Tagged> blocks(n);
+    std::vector<std::pair<uintptr_t, size_t>> ranges(n);
+    std::vector<unsigned long long> ids(n);
+    std::string input;
+    for (size_t i = 0; i < n; ++i) {
+      Tagged& b = blocks[i];
+      b.n = kSizes[(i + round * 3) % (sizeof kSizes / sizeof kSizes[0])];
+      b.id = round * 1000 + i + 1;
+      ok(A.alloc(&b.p, b.n), "alloc");
+      if (!write_tag(b)) fail("write tag", 0);
+      void* base = nullptr;
+      size_t size = 0;
+      ok(A.address_range(b.p, &base, &size), "cuMemGetAddressRange");
+      const auto o = reinterpret_cast<uintptr_t>(b.p), bs = reinterpret_cast<uintptr_t>(base);
+      if (o < bs || o + b.n > bs + size) fail("the range does not hold the buffer", 0);
+      unsigned long long id_base = 0;
+      ok(D->buffer_id(b.p, &ids[i]), "BUFFER_ID of the buffer");
+      ok(D->buffer_id(base, &id_base), "BUFFER_ID of the range base");
+      if (ids[i] != id_base) ++id_mismatches;
+      ranges[i] = {bs, size};
+      unsigned char h[kIpcHandleSize];
+      ok(D->ipc_get(h, base), "cuIpcGetMemHandle of the range base");
+      input += to_hex(h, sizeof h) + " " + std::to_string(bs) + " " + std::to_string(ids[i]) + " " +
+               std::to_string(o - bs) + " " + std::to_string(b.n) + " " + std::to_string(b.id) + "\n";
+    }
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < i; ++j)
+        id_mismatches += (ranges[i] == ranges[j]) != (ids[i] == ids[j]);
+    peer.send(input + "end\n");
+    if (peer.read_line().empty()) break;  // the peer is gone: its exit code tells
+    for (const Tagged& b : blocks) {
+      std::string why = check_tag(Tagged{b.p, b.n, b.id + kReplyId}, buf);
+      if (!why.empty() && wrong++ < 3)
+        std::fprintf(stderr, "%s: ipc-ranges: buffer %" PRIu64 " (%zu bytes) lacks the peer's reply: %s\n",
+                     g_prog, b.id, b.n, why.c_str());
+    }
+    for (const Tagged& b : blocks) ok(A.free(b.p), "free");
+  }
+  const int peer_rc = peer.finish();
+  if (peer_rc != 0) std::fprintf(stderr, "%s: ipc-ranges: the peer exited %d\n", g_prog, peer_rc);
+  if (wrong != 0)
+    std::fprintf(stderr, "%s: ipc-ranges: %zu of %zu buffers lack the peer's reply\n", g_prog, wrong,
+                 n * rounds);
+  if (id_mismatches != 0)
+    std::fprintf(stderr, "%s: ipc-ranges: BUFFER_ID is not equal exactly for equal ranges (%zu pairs)\n",
+                 g_prog, id_mismatches);
+  if (peer_rc != 0 || wrong != 0 || id_mismatches != 0) return kExitWrong;
+  std::printf("ipc-ranges: %zu rounds of %zu buffers shared as (handle, offset, length), data "
+              "checked both ways\n", rounds, n);
+  return 0;
+}
+
+// The peer of ipc-ranges: stdin has "HANDLE_HEX BASE BUFFER_ID OFFSET LENGTH ID" lines, and
+// "end" after each round; it answers each round with one line on stdout. What it opened
+// stays open, keyed by (BASE, BUFFER_ID), until stdin ends.
+int mode_ipc_ranges_peer(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("ipc-ranges-peer");
+  if (D == nullptr) return kExitSkip;
+  std::map<std::pair<uint64_t, uint64_t>, void*> cache;
+  std::vector<Tagged> round;
+  std::vector<unsigned char> buf;
+  size_t wrong = 0, total = 0, opened = 0;
+  char line[512];
+  while (std::fgets(line, sizeof line, stdin) != nullptr) {
+    if (std::strncmp(line, "end", 3) == 0) {
+      for (const Tagged& b : round) {
+        std::string why = check_tag(b, buf);
+        if (!why.empty() && wrong++ < 3)
+          std::fprintf(stderr, "%s: ipc-ranges-peer: buffer %" PRIu64 " (%zu bytes): %s\n", g_prog,
+                       b.id, b.n, why.c_str());
+        Tagged reply{b.p, b.n, b.id + kReplyId};
+        if (!write_tag(reply)) fail("ipc-ranges-peer: write the reply", 0);
+      }
+      total += round.size();
+      round.clear();
+      std::printf("round done\n");
+      std::fflush(stdout);
+      continue;
+    }
+    char hex[2 * kIpcHandleSize + 1];
+    uint64_t base = 0, buffer_id = 0, id = 0;
+    size_t offset = 0, length = 0;
+    unsigned char h[kIpcHandleSize];
+    if (std::sscanf(line, "%128s %" SCNu64 " %" SCNu64 " %zu %zu %" SCNu64, hex, &base, &buffer_id,
+                    &offset, &length, &id) != 6 ||
+        !from_hex(hex, h, sizeof h))
+      fail("ipc-ranges-peer: bad input line", 0);
+    void*& mapped = cache[{base, buffer_id}];
+    if (mapped == nullptr) {
+      ok(D->ipc_open(&mapped, h), "cuIpcOpenMemHandle");
+      ++opened;
+    }
+    round.push_back(Tagged{static_cast<char*>(mapped) + offset, length, id});
+  }
+  for (const auto& [key, p] : cache) ok(D->ipc_close(p), "cuIpcCloseMemHandle");
+  std::fprintf(stderr, "%s: ipc-ranges-peer: %zu buffers through %zu mappings\n", g_prog, total, opened);
+  if (wrong != 0) {
+    std::fprintf(stderr, "%s: ipc-ranges-peer: %zu of %zu buffers wrong\n", g_prog, wrong, total);
+    return kExitWrong;
+  }
+  return 0;
+}
+
+// CUDA's simpleIPC sample: the exporter hands out the handle of the pointer it allocated,
+// the peer uses the opened pointer itself as the buffer. Two blocks of SIZE, the second
+// exported (under luma it may start inside a segment the first begins).
+int mode_ipc_simple(int argc, char** argv) {
+  if (argc != 1) return kExitUsage;
+  const DriverCalls* D = driver_calls("ipc-simple");
+  if (D == nullptr) return kExitSkip;
+  const size_t n = parse(argv[0], "SIZE");
+  if (n < sizeof(uint64_t)) return kExitUsage;
+  Tagged first{nullptr, n, 1}, shared{nullptr, n, 2};
+  ok(A.alloc(&first.p, n), "alloc");
+  ok(A.alloc(&shared.p, n), "alloc");
+  if (!write_tag(first) || !write_tag(shared)) fail("write tag", 0);
+  unsigned char h[kIpcHandleSize];
+  ok(D->ipc_get(h, shared.p), "cuIpcGetMemHandle of the allocated pointer");
+  Peer simple_peer("ipc-simple-peer");
+  simple_peer.send(to_hex(h, sizeof h) + " " + std::to_string(n) + " " + std::to_string(shared.id) + "\n");
+  const int peer = simple_peer.finish();
+  std::vector<unsigned char> buf;
+  std::string reply = check_tag(Tagged{shared.p, n, shared.id + kReplyId}, buf);
+  std::string kept = check_tag(first, buf);
+  ok(A.free(first.p), "free");
+  ok(A.free(shared.p), "free");
+  if (peer != 0) {
+    std::fprintf(stderr, "%s: ipc-simple: the peer exited %d\n", g_prog, peer);
+    return kExitWrong;
+  }
+  if (!reply.empty()) fail(("ipc-simple: the peer's reply: " + reply).c_str(), 0);
+  if (!kept.empty()) fail(("ipc-simple: the other block: " + kept).c_str(), 0);
+  std::printf("ipc-simple: a %zu-byte block shared by its own pointer, data checked both ways\n", n);
+  return 0;
+}
+
+// The peer of ipc-simple: stdin has "HANDLE_HEX LENGTH ID".
+int mode_ipc_simple_peer(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("ipc-simple-peer");
+  if (D == nullptr) return kExitSkip;
+  char hex[2 * kIpcHandleSize + 1];
+  size_t length = 0;
+  uint64_t id = 0;
+  unsigned char h[kIpcHandleSize];
+  if (std::scanf("%128s %zu %" SCNu64, hex, &length, &id) != 3 || !from_hex(hex, h, sizeof h))
+    fail("ipc-simple-peer: bad input", 0);
+  void* p = nullptr;
+  ok(D->ipc_open(&p, h), "cuIpcOpenMemHandle");
+  std::vector<unsigned char> buf;
+  std::string why = check_tag(Tagged{p, length, id}, buf);
+  if (!why.empty()) {
+    std::fprintf(stderr, "%s: ipc-simple-peer: the opened pointer does not hold the exported block: %s\n",
+                 g_prog, why.c_str());
+    ok(D->ipc_close(p), "cuIpcCloseMemHandle");
+    return kExitWrong;
+  }
+  Tagged reply{p, length, id + kReplyId};
+  if (!write_tag(reply)) fail("ipc-simple-peer: write the reply", 0);
+  ok(D->ipc_close(p), "cuIpcCloseMemHandle");
+  return 0;
+}
+
+// The stand-in's delay before each asynchronous operation; false on a real driver.
+bool set_stand_in_delay(uint64_t us) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) return false;
+  auto set_delay = reinterpret_cast<void (*)(uint64_t)>(dlsym(lib, "luma_fake_set_delay_us"));
+  if (set_delay != nullptr) set_delay(us);
+  dlclose(lib);
+  return set_delay != nullptr;
+}
+
+// Tagged blocks allocated, checked and freed until `stop` (bounded), as the other threads
+// of a program allocate while one thread captures and launches a graph.
+void churn(uint64_t thread, const std::atomic<bool>& stop, std::atomic<uint64_t>& ops,
+           std::atomic<int>& failures) {
+  std::mt19937_64 rng(thread);
+  std::vector<Tagged> live;
+  std::vector<unsigned char> buf;
+  auto release = [&](size_t k) {
+    std::string why = check_tag(live[k], buf);
+    if (!why.empty()) {
+      std::fprintf(stderr, "%s: graph-pattern: thread %" PRIu64 " block %" PRIu64 ": %s\n", g_prog,
+                   thread, live[k].id, why.c_str());
+      ++failures;
+    }
+    if (int r = A.free(live[k].p)) {
+      std::fprintf(stderr, "%s: graph-pattern: a thread's free returned %d\n", g_prog, r);
+      ++failures;
+    }
+    live[k] = live.back();
+    live.pop_back();
+  };
+  for (uint64_t i = 0; i < 200000 && !stop.load() && failures.load() == 0; ++i) {
+    if (live.size() < 8 && (live.empty() || rng() % 3 != 0)) {
+      Tagged b{nullptr, 1 + rng() % (64 * 1024), (thread << 32) | i};
+      if (int r = A.alloc(&b.p, b.n)) {
+        std::fprintf(stderr, "%s: graph-pattern: a thread's alloc returned %d\n", g_prog, r);
+        ++failures;
+        break;
+      }
+      if (!write_tag(b)) ++failures;
+      live.push_back(b);
+    } else {
+      release(rng() % live.size());
+    }
+    ++ops;
+  }
+  while (!live.empty()) release(live.size() - 1);
+}
+
+// PyTorch's CUDA graphs: warm-up on a side stream; a relaxed-mode capture during which the
+// capturing thread allocates and frees (under a relaxed capture-mode guard, as PyTorch's
+// allocator does) and queues memsets and copies; the graph launched LAUNCHES times, its
+// output checked each time; two other threads allocate, tag, check and free all along.
+// Also, inside the capture: two blocks whose slow memsets (one on another stream, one on the
+// stream then captured) were queued before the capture are freed, and the next allocations
+// must not see those memsets land in them.
+int mode_graph_pattern(int argc, char** argv) {
+  if (argc > 1) return kExitUsage;
+  const DriverCalls* D = driver_calls("graph-pattern");
+  if (D == nullptr) return kExitSkip;
+  const size_t launches = argc == 1 ? parse(argv[0], "LAUNCHES") : 20;
+  constexpr size_t kN = 64 * 1024;
+  void *s = nullptr, *side = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  ok(A.stream_create(&side, true), "stream create (non-blocking)");
+  for (int round = 0; round < 3; ++round) {  // warm-up: blocks used on the stream, cached
+    void *a = nullptr, *b = nullptr;
+    ok(A.alloc(&a, kN), "warm-up alloc");
+    ok(A.alloc(&b, 2 * kN), "warm-up alloc");
+    ok(A.memset_async(a, 1, kN, s), "warm-up memsetAsync");
+    ok(A.memset_async(b, 2, 2 * kN, s), "warm-up memsetAsync");
+    ok(A.stream_sync(s), "warm-up stream sync");
+    ok(A.free(a), "warm-up free");
+    ok(A.free(b), "warm-up free");
+  }
+  void *in = nullptr, *out = nullptr, *t = nullptr, *u = nullptr;
+  void *x = nullptr, *y = nullptr, *x2 = nullptr, *y2 = nullptr;
+  ok(A.alloc(&in, kN), "alloc in");
+  ok(A.alloc(&out, kN), "alloc out");
+  ok(A.alloc(&x, kN), "alloc X");
+  ok(A.memset(x, 0, kN), "memset X");
+  ok(A.alloc(&x2, kN), "alloc X2");
+  ok(A.memset(x2, 0, kN), "memset X2");
+
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> ops{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> others;
+  for (uint64_t k = 1; k <= 2; ++k) others.emplace_back([&, k] { churn(k, stop, ops, failures); });
+
+  const bool slowed = set_stand_in_delay(kHazardDelayUs);
+  ok(A.memset_async(x, 0xAA, kN, side), "slow memsetAsync X on the side stream");
+  ok(A.memset_async(x2, 0xAA, kN, s), "slow memsetAsync X2 on the stream to capture");
+  ok(D->begin_capture(s, kCaptureModeRelaxed), "cuStreamBeginCapture_v2 (relaxed)");
+  const uint64_t ops_at_begin = ops.load();
+  int mode = kCaptureModeRelaxed;  // PyTorch's CUDAStreamCaptureModeGuard around allocations
+  ok(D->exchange_capture_mode(&mode), "cuThreadExchangeStreamCaptureMode (relaxed)");
+  ok(A.free(x), "free X in the capture");  // its memset may still be queued
+  ok(A.alloc(&y, kN), "alloc Y in the capture");
+  ok(A.memset(y, 0x55, kN), "memset Y");
+  ok(A.free(x2), "free X2 in the capture");
+  ok(A.alloc(&y2, kN), "alloc Y2 in the capture");
+  ok(A.memset(y2, 0x55, kN), "memset Y2");
+  ok(A.alloc(&t, kN), "alloc in the capture");
+  ok(A.alloc(&u, 3000), "alloc in the capture");
+  ok(A.free(u), "free in the capture");
+  ok(D->exchange_capture_mode(&mode), "cuThreadExchangeStreamCaptureMode (back)");
+  ok(A.memset_async(out, 0, kN, s), "captured memsetAsync");
+  ok(D->copy_async(t, in, kN, s), "captured copy in -> t");
+  ok(D->copy_async(out, t, kN / 2, s), "captured copy t -> out");
+  ok(A.memset_async(static_cast<char*>(out) + kN / 2, 0x77, kN / 2, s), "captured memsetAsync");
+  // Let the other threads work during the capture (bounded: no assertion on time).
+  for (int i = 0; i < 2000 && ops.load() < ops_at_begin + 50 && failures.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  void* graph = nullptr;
+  ok(D->end_capture(s, &graph), "cuStreamEndCapture");
+  ok(A.stream_sync(side), "side stream sync");
+  ok(A.stream_sync(s), "stream sync");
+  if (slowed) set_stand_in_delay(0);
+  std::vector<unsigned char> buf(kN);
+  size_t late = 0;
+  for (void* p : {y, y2}) {
+    ok(A.dtoh(buf.data(), p, kN), "dtoh Y");
+    for (unsigned char c : buf) late += c != 0x55;
+  }
+  if (late != 0) {
+    stop = true;
+    for (auto& th : others) th.join();
+    std::printf("graph-pattern: CORRUPTED (%zu bytes of Y and Y2, allocated in the capture, "
+                "hold the freed blocks' late writes)\n", late);
+    return kExitCorrupted;
+  }
+  void* exec = nullptr;
+  ok(D->instantiate(&exec, graph), "cuGraphInstantiateWithFlags");
+  std::vector<unsigned char> pattern(kN);
+  for (size_t k = 0; k < launches && failures.load() == 0; ++k) {
+    for (size_t j = 0; j < kN; ++j) pattern[j] = static_cast<unsigned char>(j * 7 + k * 13 + 1);
+    ok(A.htod(in, pattern.data(), kN), "htod in");
+    ok(D->launch(exec, s), "cuGraphLaunch");
+    ok(A.stream_sync(s), "stream sync");
+    ok(A.dtoh(buf.data(), out, kN), "dtoh out");
+    for (size_t j = 0; j < kN; ++j) {
+      const unsigned char want = j < kN / 2 ? pattern[j] : 0x77;
+      if (buf[j] != want) {
+        std::fprintf(stderr, "%s: graph-pattern: launch %zu: byte %zu of the output is %d, expected %d\n",
+                     g_prog, k, j, buf[j], want);
+        std::_Exit(kExitWrong);
+      }
+    }
+  }
+  stop = true;
+  for (auto& th : others) th.join();
+  if (failures.load() != 0) fail("graph-pattern: the other threads' blocks", failures.load());
+  ok(D->exec_destroy(exec), "cuGraphExecDestroy");
+  ok(D->graph_destroy(graph), "cuGraphDestroy");
+  for (void* p : {in, out, y, y2, t}) ok(A.free(p), "free");
+  ok(A.stream_destroy(s), "stream destroy");
+  ok(A.stream_destroy(side), "stream destroy");
+  std::printf("graph-pattern: relaxed capture with allocations, %zu launches checked, other "
+              "threads' blocks intact\n", launches);
+  return 0;
+}
+
+constexpr int kCaptureUnsupported = 900;  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+constexpr int kCaptureInvalidated = 901;  // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+
+// Ends the capture on s, which must have been invalidated: no graph.
+void expect_invalidated(const DriverCalls* D, void* s, const char* what) {
+  void* graph = reinterpret_cast<void*>(1);
+  expect(D->end_capture(s, &graph), kCaptureInvalidated, what);
+  if (graph != nullptr) fail("an invalidated capture gave a graph", 0);
+}
+
+// A global-mode capture (cudaStreamBeginCapture's default): the capturing thread's cuMemAlloc
+// is refused with the driver's error and invalidates the capture, even where a cache could
+// answer it (a block of the size was freed just before); so is its cuMemFree of a live
+// block, which stays live.
+int mode_capture_global(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-global");
+  if (D == nullptr) return kExitSkip;
+  void* s = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  Tagged b{nullptr, 4096, 21};
+  ok(A.alloc(&b.p, b.n), "alloc");
+  if (!write_tag(b)) fail("write tag", 0);
+  void* cached = nullptr;
+  ok(A.alloc(&cached, 4096), "alloc");
+  ok(A.free(cached), "free");
+  ok(D->begin_capture(s, kCaptureModeGlobal), "cuStreamBeginCapture_v2 (global)");
+  void* p = nullptr;
+  const int alloc_rc = A.alloc(&p, 4096);
+  std::printf("capture-global: cuMemAlloc in the capture -> %d\n", alloc_rc);
+  expect(alloc_rc, kCaptureUnsupported, "cuMemAlloc in a global capture");
+  expect_invalidated(D, s, "cuStreamEndCapture after cuMemAlloc");
+  ok(D->begin_capture(s, kCaptureModeGlobal), "cuStreamBeginCapture_v2 (global)");
+  const int free_rc = A.free(b.p);
+  std::printf("capture-global: cuMemFree in the capture -> %d\n", free_rc);
+  expect(free_rc, kCaptureUnsupported, "cuMemFree in a global capture");
+  expect_invalidated(D, s, "cuStreamEndCapture after cuMemFree");
+  std::vector<unsigned char> buf;
+  if (std::string why = check_tag(b, buf); !why.empty()) fail(("capture-global: " + why).c_str(), 0);
+  ok(A.free(b.p), "free after the capture");
+  ok(A.alloc(&p, 4096), "alloc after the capture");
+  ok(A.free(p), "free after the capture");
+  ok(A.stream_destroy(s), "stream destroy");
+  std::printf("capture-global: refused and invalidated as the driver does; the block kept\n");
+  return 0;
+}
+
+// cuMemFreeAsync, in a capture, of memory from cuMemAlloc (no allocation node of the graph
+// returned it): the driver answers CUDA_ERROR_INVALID_VALUE and invalidates the capture,
+// freeing nothing; the block keeps its data and is not handed out again until freed. In a
+// global and in a relaxed capture.
+int mode_capture_free_async(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-free-async");
+  if (D == nullptr) return kExitSkip;
+  void* s = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  std::vector<unsigned char> buf;
+  for (int mode : {kCaptureModeGlobal, kCaptureModeRelaxed}) {
+    Tagged b{nullptr, 4096, 31}, c{nullptr, 4096, 32}, d{nullptr, 4096, 33};
+    ok(A.alloc(&b.p, b.n), "alloc");
+    ok(A.alloc(&c.p, c.n), "alloc");
+    if (!write_tag(b) || !write_tag(c)) fail("write tag", 0);
+    ok(D->begin_capture(s, mode), "cuStreamBeginCapture_v2");
+    const int r = A.free_async(b.p, s);
+    std::printf("capture-free-async: mode %d: cuMemFreeAsync in the capture -> %d\n", mode, r);
+    expect(r, A.invalid_code, "cuMemFreeAsync of cuMemAlloc memory in a capture");
+    expect_invalidated(D, s, "cuStreamEndCapture after cuMemFreeAsync");
+    ok(A.alloc(&d.p, d.n), "alloc after the capture");
+    if (!write_tag(d)) fail("write tag", 0);
+    for (const Tagged* k : {&b, &c, &d})
+      if (std::string why = check_tag(*k, buf); !why.empty())
+        fail(("capture-free-async: block " + std::to_string(k->id) + ": " + why).c_str(), 0);
+    ok(A.free(b.p), "free of the block after the capture");
+    ok(A.free(c.p), "free");
+    ok(A.free(d.p), "free");
+  }
+  ok(A.stream_destroy(s), "stream destroy");
+  std::printf("capture-free-async: refused and invalidated as the driver does; the block kept\n");
+  return 0;
+}
+
+// Captures and the program's other threads (which keep the default global mode): during a
+// global capture their cuMemAlloc and their cuMemFree of a live block are refused and
+// invalidate it; during a thread-local capture they allocate and free as usual and the
+// capture ends with a graph, while the capturing thread's own cuMemAlloc is refused.
+int mode_capture_other_threads(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-other-threads");
+  if (D == nullptr) return kExitSkip;
+  constexpr int kCaptureModeThreadLocal = 1;  // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+  void* s = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  Tagged b{nullptr, 4096, 41};
+  ok(A.alloc(&b.p, b.n), "alloc");
+  if (!write_tag(b)) fail("write tag", 0);
+  void* cached = nullptr;
+  ok(A.alloc(&cached, 4096), "alloc");
+  ok(A.free(cached), "free");
+  ok(D->begin_capture(s, kCaptureModeGlobal), "cuStreamBeginCapture_v2 (global)");
+  int other_alloc = -1, other_free = -1;
+  std::thread([&] {
+    void* p = nullptr;
+    other_alloc = A.alloc(&p, 4096);
+    other_free = A.free(b.p);
+  }).join();
+  std::printf("capture-other-threads: global capture: another thread's cuMemAlloc -> %d, "
+              "cuMemFree -> %d\n", other_alloc, other_free);
+  expect(other_alloc, kCaptureUnsupported, "another thread's cuMemAlloc in a global capture");
+  expect(other_free, kCaptureUnsupported, "another thread's cuMemFree in a global capture");
+  expect_invalidated(D, s, "cuStreamEndCapture after another thread's calls");
+  std::vector<unsigned char> buf;
+  if (std::string why = check_tag(b, buf); !why.empty()) fail(("capture-other-threads: " + why).c_str(), 0);
+
+  ok(D->begin_capture(s, kCaptureModeThreadLocal), "cuStreamBeginCapture_v2 (thread-local)");
+  ok(A.memset_async(b.p, 3, b.n, s), "captured memsetAsync");
+  int rc[3] = {-1, -1, -1};
+  std::thread([&] {
+    void* p = nullptr;
+    rc[0] = A.alloc(&p, 4096);
+    if (rc[0] == 0) rc[1] = A.memset(p, 9, 4096);
+    if (rc[0] == 0) rc[2] = A.free(p);
+  }).join();
+  std::printf("capture-other-threads: thread-local capture: another thread's alloc, memset, "
+              "free -> %d %d %d\n", rc[0], rc[1], rc[2]);
+  for (int r : rc) expect(r, 0, "another thread's calls in a thread-local capture");
+  void* p = nullptr;
+  expect(A.alloc(&p, 4096), kCaptureUnsupported, "the capturing thread's cuMemAlloc (thread-local)");
+  expect_invalidated(D, s, "cuStreamEndCapture after the capturing thread's cuMemAlloc");
+  ok(D->begin_capture(s, kCaptureModeThreadLocal), "cuStreamBeginCapture_v2 (thread-local)");
+  std::thread([&] {
+    void* q = nullptr;
+    rc[0] = A.alloc(&q, 8192);
+    if (rc[0] == 0) rc[1] = A.free(q);
+  }).join();
+  expect(rc[0] | rc[1], 0, "another thread's alloc and free in a thread-local capture");
+  void* graph = nullptr;
+  ok(D->end_capture(s, &graph), "cuStreamEndCapture (thread-local, others allocated)");
+  if (graph == nullptr) fail("no graph", 0);
+  ok(D->graph_destroy(graph), "cuGraphDestroy");
+  if (std::string why = check_tag(b, buf); !why.empty()) fail(("capture-other-threads: " + why).c_str(), 0);
+  ok(A.free(b.p), "free");
+  ok(A.stream_destroy(s), "stream destroy");
+  std::printf("capture-other-threads: as the driver answers\n");
+  return 0;
+}
+
+// A relaxed capture on a blocking stream (a program's own stream, not PyTorch's
+// non-blocking side stream): the legacy stream may not be used meanwhile, so nothing done
+// for the program's cuMemAlloc / cuMemFree may touch it. Inside the capture the capturing
+// thread allocates and frees and another thread allocates and frees (no synchronous
+// copies: those use the legacy stream); the capture ends with a graph whose launch writes
+// the block allocated in it.
+int mode_capture_blocking(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-blocking");
+  if (D == nullptr) return kExitSkip;
+  constexpr size_t kN = 8192;
+  void* s = nullptr;
+  ok(A.stream_create(&s, false), "stream create (blocking)");
+  void* warm = nullptr;
+  ok(A.alloc(&warm, kN), "alloc");
+  ok(A.memset_async(warm, 1, kN, s), "memsetAsync");
+  ok(A.stream_sync(s), "stream sync");
+  ok(A.free(warm), "free");
+  ok(D->begin_capture(s, kCaptureModeRelaxed), "cuStreamBeginCapture_v2 (relaxed, blocking stream)");
+  void *a = nullptr, *b = nullptr;
+  ok(A.alloc(&a, kN), "alloc in the capture");
+  ok(A.free(a), "free in the capture");
+  ok(A.alloc(&b, kN), "alloc in the capture");
+  ok(A.memset_async(b, 0x42, kN, s), "captured memsetAsync");
+  int rc[4] = {-1, -1, -1, -1};
+  std::thread([&] {
+    int mode = kCaptureModeRelaxed;
+    rc[0] = D->exchange_capture_mode(&mode);
+    void* p = nullptr;
+    rc[1] = A.alloc(&p, 3 * kN);
+    if (rc[1] == 0) rc[2] = A.free(p);
+    rc[3] = D->exchange_capture_mode(&mode);
+  }).join();
+  std::printf("capture-blocking: another thread's alloc / free -> %d %d\n", rc[1], rc[2]);
+  for (int r : rc) expect(r, 0, "another thread's relaxed alloc and free");
+  void* graph = nullptr;
+  ok(D->end_capture(s, &graph), "cuStreamEndCapture (blocking stream)");
+  void* exec = nullptr;
+  ok(D->instantiate(&exec, graph), "cuGraphInstantiateWithFlags");
+  ok(A.memset(b, 0, kN), "memset");
+  ok(D->launch(exec, s), "cuGraphLaunch");
+  ok(A.stream_sync(s), "stream sync");
+  std::vector<unsigned char> buf(kN);
+  ok(A.dtoh(buf.data(), b, kN), "dtoh");
+  for (unsigned char c : buf)
+    if (c != 0x42) fail("capture-blocking: the graph's memset is missing", c);
+  ok(D->exec_destroy(exec), "cuGraphExecDestroy");
+  ok(D->graph_destroy(graph), "cuGraphDestroy");
+  ok(A.free(b), "free");
+  ok(A.stream_destroy(s), "stream destroy");
+  std::printf("capture-blocking: captured, launched and checked\n");
+  return 0;
+}
+
+// A block freed inside a capture that then fails: its slow memset (on another stream) was
+// queued before the capture; the capture is invalidated (a cuStreamSynchronize of the
+// capturing stream) and ends with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; the allocations
+// right after must not see that memset land in them. A relaxed capture, so the free
+// itself is allowed.
+int mode_capture_invalidated_free(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-invalidated-free");
+  if (D == nullptr) return kExitSkip;
+  constexpr size_t kN = 64 * 1024;
+  void *s = nullptr, *side = nullptr, *x = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  ok(A.stream_create(&side, true), "stream create (non-blocking)");
+  ok(A.alloc(&x, kN), "alloc X");
+  ok(A.memset(x, 0, kN), "memset X");
+  const bool slowed = set_stand_in_delay(kHazardDelayUs);
+  ok(A.memset_async(x, 0xAA, kN, side), "slow memsetAsync X on the side stream");
+  ok(D->begin_capture(s, kCaptureModeRelaxed), "cuStreamBeginCapture_v2 (relaxed)");
+  ok(A.free(x), "free X in the capture");
+  expect(A.stream_sync(s), kCaptureUnsupported, "cuStreamSynchronize of the capturing stream");
+  expect_invalidated(D, s, "cuStreamEndCapture of the invalidated capture");
+  void* y[4] = {};
+  for (void*& p : y) {
+    ok(A.alloc(&p, kN), "alloc after the capture");
+    ok(A.memset(p, 0x55, kN), "memset");
+  }
+  ok(A.stream_sync(side), "side stream sync");
+  if (slowed) set_stand_in_delay(0);
+  std::vector<unsigned char> buf(kN);
+  size_t late = 0;
+  for (void* p : y) {
+    ok(A.dtoh(buf.data(), p, kN), "dtoh");
+    for (unsigned char c : buf) late += c != 0x55;
+    ok(A.free(p), "free");
+  }
+  ok(A.stream_destroy(s), "stream destroy");
+  ok(A.stream_destroy(side), "stream destroy");
+  if (late != 0) {
+    std::printf("capture-invalidated-free: CORRUPTED (%zu bytes hold the freed block's late write)\n", late);
+    return kExitCorrupted;
+  }
+  std::printf("capture-invalidated-free: CLEAN\n");
+  return 0;
+}
+
 // train: a training loop as the planner sees one. Weights are allocated once and written;
 // each step allocates activations of several sizes, a workspace and a temporary, writes
 // data derived from the step and the weights, reads it back into a checksum, and frees it
@@ -1019,6 +1709,16 @@ const Mode kModes[] = {
     {"many-contexts", "N", mode_many_contexts},
     {"address-range", "", mode_address_range},
     {"free-async-cached", "", mode_free_async_cached},
+    {"ipc-ranges", "[N]", mode_ipc_ranges},
+    {"ipc-ranges-peer", "(stdin: HANDLE OFFSET LENGTH ID lines)", mode_ipc_ranges_peer},
+    {"ipc-simple", "SIZE", mode_ipc_simple},
+    {"ipc-simple-peer", "(stdin: HANDLE LENGTH ID)", mode_ipc_simple_peer},
+    {"graph-pattern", "[LAUNCHES]", mode_graph_pattern},
+    {"capture-global", "", mode_capture_global},
+    {"capture-free-async", "", mode_capture_free_async},
+    {"capture-other-threads", "", mode_capture_other_threads},
+    {"capture-invalidated-free", "", mode_capture_invalidated_free},
+    {"capture-blocking", "", mode_capture_blocking},
     {"train", "(LUMA_TEST_STEPS, LUMA_TEST_DIVERGE_AT, LUMA_TEST_ADDR_LOG)", mode_train},
 };
 
