@@ -7,11 +7,10 @@ preloaded. The two summaries must be equal, and luma's statistics (one JSON file
 process that allocated: the client and its IPC peer) must show allocations served from the
 cache (cache_absorbed_calls > 0 in each).
 
-The bindings are installed with pip into a virtual environment under WORK_DIR, once: a
-marker file names the installed version and later runs reuse it. When PyPI cannot be
-reached (or pip has no wheel for this Python) the test prints one line saying so and exits
-77, meson's code for a skipped test. A sanitizer build skips too: the preloaded,
-instrumented libluma.so would need its runtime loaded first into an uninstrumented Python.
+The bindings are installed with pip into a virtual environment under WORK_DIR, once
+(cuda_bindings_venv.py; skipped with exit 77 when PyPI cannot be reached). A sanitizer
+build skips too: the preloaded, instrumented libluma.so would need its runtime loaded
+first into an uninstrumented Python.
 """
 import glob
 import json
@@ -21,64 +20,15 @@ import subprocess
 import sys
 import time
 
-PIN = "13.0.3"  # a 13.0 release: the stand-in driver reports 13000 (cuDriverGetVersion)
-PACKAGE = "cuda-bindings==" + PIN
-PIP_TIMEOUT_S = 10  # per network operation (pip --timeout)
-INSTALL_LIMIT_S = 300  # the whole install, however slow the mirror
+from cuda_bindings_venv import ensure_bindings, skip_under_sanitizer, stand_in_env
+
+TEST = "cuda_bindings"
 RUN_LIMIT_S = 120  # one client run (it takes about 3 s on the stand-in)
-
-# Words in pip's output that mean the index could not be reached at all.
-NETWORK_MARKERS = ("NewConnectionError", "Max retries exceeded", "Temporary failure in name",
-                   "Name or service not known", "Network is unreachable", "ConnectTimeout",
-                   "Connection refused", "ProxyError", "Read timed out", "SSLError")
-
-
-def skip(reason):
-    print("cuda_bindings: skipped: " + reason)
-    sys.exit(77)
 
 
 def fail(message):
-    print("cuda_bindings: FAILED: " + message)
+    print(TEST + ": FAILED: " + message)
     sys.exit(1)
-
-
-def venv_python(venv):
-    return os.path.join(venv, "bin", "python")
-
-
-def ensure_bindings(venv):
-    """The venv's python, with cuda-bindings==PIN installed (installed now if needed)."""
-    marker = os.path.join(venv, "luma-installed-" + PACKAGE)
-    python = venv_python(venv)
-    if os.path.exists(marker) and os.access(python, os.X_OK):
-        return python
-    shutil.rmtree(venv, ignore_errors=True)  # a half-made one from an interrupted run
-    started = time.monotonic()
-    made = subprocess.run([sys.executable, "-m", "venv", venv], capture_output=True, text=True)
-    if made.returncode != 0:
-        skip("python3 -m venv does not work here (%s)" % made.stderr.strip()[-200:])
-    try:
-        pip = subprocess.run([python, "-m", "pip", "install", "--quiet",
-                              "--disable-pip-version-check", "--no-input",
-                              "--timeout", str(PIP_TIMEOUT_S), "--retries", "1", PACKAGE],
-                             capture_output=True, text=True, timeout=INSTALL_LIMIT_S)
-    except subprocess.TimeoutExpired:
-        shutil.rmtree(venv, ignore_errors=True)
-        skip("PyPI not reachable (pip install %s took over %d s)" % (PACKAGE, INSTALL_LIMIT_S))
-    if pip.returncode != 0:
-        shutil.rmtree(venv, ignore_errors=True)
-        out = pip.stdout + pip.stderr
-        found = [m for m in NETWORK_MARKERS if m in out]
-        if found:
-            skip("PyPI not reachable (pip install %s: %s)" % (PACKAGE, found[0]))
-        if "No matching distribution" in out:
-            skip("no %s wheel for this Python (%s)" % (PACKAGE, sys.version.split()[0]))
-        fail("pip install %s failed:\n%s" % (PACKAGE, out[-3000:]))
-    with open(marker, "w") as f:
-        f.write("installed in %.1f s\n" % (time.monotonic() - started))
-    print("cuda_bindings: installed %s in %.1f s" % (PACKAGE, time.monotonic() - started))
-    return python
 
 
 def run_client(python, client, env, label):
@@ -152,17 +102,10 @@ def compare(name, python, client, env, libluma, stats_dir):
 
 def main():
     work, fake_dir, libluma, client, sanitize = sys.argv[1:6]
-    if sanitize not in ("", "none"):
-        skip("sanitizer build (b_sanitize=%s): python is not instrumented" % sanitize)
+    skip_under_sanitizer(TEST, sanitize)
     os.makedirs(work, exist_ok=True)
-    python = ensure_bindings(os.path.join(work, "venv"))
-
-    dropped = ("LD_PRELOAD", "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM")
-    base_env = {k: v for k, v in os.environ.items()
-                if not k.startswith("LUMA_") and k not in dropped}
-    # The stand-in first; whatever this Python itself needs stays behind it.
-    base_env["LD_LIBRARY_PATH"] = ":".join(
-        p for p in (fake_dir, os.environ.get("LD_LIBRARY_PATH", "")) if p)
+    python = ensure_bindings(TEST, os.path.join(work, "venv"))
+    base_env = stand_in_env(fake_dir, dropped=("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM",))
     problems = []
     started = time.monotonic()
     for name, extra in BINDING_MODES.items():
