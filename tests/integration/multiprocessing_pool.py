@@ -101,7 +101,7 @@ def main():
     reports = ctx.Queue()
     pool = ctx.Pool(workers, initializer=keep_queue, initargs=(reports,))
     # Each worker takes one task and keeps it: `workers` tasks land on distinct workers.
-    pool.map_async(allocate_and_hold, range(workers))
+    pool.map_async(allocate_and_hold, range(workers), chunksize=1)
     try:
         out["workers"] = [reports.get(timeout=REPORT_LIMIT_S) for _ in range(workers)]
     except Exception:
