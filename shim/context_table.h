@@ -108,6 +108,11 @@ class ContextTable {
     return true;
   }
 
+  // The slots for a plain scan on the hot path: slot(i) for i < slots_used() is a live or
+  // retired entry, or nullptr (skip both of the latter).
+  std::size_t slots_used() const noexcept { return used_.load(std::memory_order_acquire); }
+  ContextEntry* slot(std::size_t i) const noexcept { return slots_[i].load(std::memory_order_acquire); }
+
   // fn(ContextEntry&) for every live entry.
   template <typename Fn>
   void for_each_live(Fn&& fn) const {

@@ -65,9 +65,9 @@ void warn_table_full() noexcept {
                ContextTable::kMaxContexts);
 }
 
-ContextEntry* current_entry(State& s) {
-  CUcontext ctx = nullptr;
-  if (s.driver.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return nullptr;
+// The first allocation in a context: its entry is made (once), published, and the
+// process's late duties done (the signal flush of a child forked before serving).
+[[gnu::noinline]] ContextEntry* new_entry(State& s, CUcontext ctx) {
   ContextEntry* found = s.contexts.find_or_create(ctx, [&]() -> ContextEntry* {
     CUdevice device = 0;
     if (s.driver.ctx_get_device(&device) != CUDA_SUCCESS) device = 0;
@@ -100,6 +100,16 @@ ContextEntry* current_entry(State& s) {
     install_signal_flush(s);
   if (found == nullptr && s.contexts.full()) warn_table_full();
   return found;
+}
+
+// The entry of the context current on this thread (nullptr: none current). The common
+// case - the context is known - stays in the caller: one driver call and a short scan.
+inline ContextEntry* current_entry(State& s) {
+  CUcontext ctx = nullptr;
+  if (s.driver.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return nullptr;
+  if (ContextEntry* e = s.contexts.find(ctx)) [[likely]]
+    return e;
+  return new_entry(s, ctx);
 }
 
 CUresult allocate(State& s, CUdeviceptr* dptr, std::size_t bytes, EntryPoint entry) {
@@ -160,16 +170,17 @@ bool own_segment(const State& s, std::size_t bytes) noexcept {
 // nullopt (not luma's memory: the driver's business). Any context's allocator: a free may
 // come from another thread with another device current.
 std::optional<CUresult> free_in_cache(State& s, void* p) noexcept {
-  std::optional<CUresult> answer;
-  s.contexts.for_each_live([&](ContextEntry& e) {
-    if (answer) return;
-    switch (e.allocator.free(p)) {
-      case luma::core::FreeStatus::ok: answer = CUDA_SUCCESS; break;
-      case luma::core::FreeStatus::invalid: answer = CUDA_ERROR_INVALID_VALUE; break;
+  const std::size_t n = s.contexts.slots_used();
+  for (std::size_t i = 0; i < n; ++i) {
+    ContextEntry* e = s.contexts.slot(i);
+    if (e == nullptr || e->retired.load(std::memory_order_relaxed)) continue;
+    switch (e->allocator.free(p)) {
+      case luma::core::FreeStatus::ok: return CUDA_SUCCESS;
+      case luma::core::FreeStatus::invalid: return CUDA_ERROR_INVALID_VALUE;
       case luma::core::FreeStatus::not_owned: break;
     }
-  });
-  return answer;
+  }
+  return std::nullopt;
 }
 
 // The context of e is gone, its memory with it: forget it all (no driver call), and let
