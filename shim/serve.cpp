@@ -117,6 +117,7 @@ void report_oom(State& s, ContextEntry& e, std::size_t bytes) noexcept {
       r.device_free = free;
       r.device_total = total;
     }
+    if (e.limited != nullptr) r.memory_limit = e.limited->budget().limit();
     log_noexcept(spdlog::level::warn, "{}", core::describe_oom(r));
   } catch (...) {  // no memory for the text either: the error code says enough
   }

@@ -67,6 +67,8 @@ std::string describe_oom(const OomReport& r) {
                        format_bytes(r.device_total), format_bytes(r.device_free));
   else
     out += fmt::format(" GPU {}: the driver did not report its memory.", r.device);
+  if (r.memory_limit != 0)
+    out += fmt::format(" luma's memory limit on this device is {}.", format_bytes(r.memory_limit));
   out += fmt::format(" Of the allocated memory {} is allocated by luma, and {} is reserved by luma but "
                      "unallocated; the largest free block is {}, in {} segments ({} reserved).",
                      format_bytes(r.allocated), format_bytes(r.cached), format_bytes(r.largest_free_block),

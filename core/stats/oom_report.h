@@ -25,6 +25,9 @@ struct OomReport {
   bool device_known = false;
   std::size_t device_total = 0;
   std::size_t device_free = 0;
+  // luma's memory limit on this device (LUMA_CONF memory_limit / memory_fraction), 0 for
+  // none: under a limit the device may have free memory luma must not take.
+  std::size_t memory_limit = 0;
   std::size_t allocated = 0;           // rounded bytes the program holds
   std::size_t reserved = 0;            // bytes in luma's segments
   std::size_t cached = 0;              // reserved - allocated: free or pending blocks

@@ -79,6 +79,10 @@ TEST(OomReport, FullDeviceGetsNoHint) {
       << text;
   EXPECT_EQ(text.find("fragmentation"), std::string::npos) << text;
   EXPECT_EQ(text.find("LUMA_CONF"), std::string::npos) << text;
+  EXPECT_EQ(text.find("memory limit"), std::string::npos) << text;
+  r.memory_limit = 32 * MiB;
+  EXPECT_NE(describe_oom(r).find("luma's memory limit on this device is 32.0 MiB."), std::string::npos)
+      << describe_oom(r);
 }
 
 TEST(OomReport, CachedButNotEnoughIsNoFragmentation) {

@@ -646,6 +646,9 @@ TEST_P(EveryKind, MemoryLimitIsTheTotalAndAllocationsPastItFailAfterTheCacheWasR
   EXPECT_EQ(s["memory_stats"]["num_ooms"].get<int>(), 1) << s.dump();
   EXPECT_GE(s["memory_stats"]["num_alloc_retries"].get<int>(), 1) << s.dump();
   EXPECT_GE(s["cuda_free_calls"].get<int>(), 1) << "the cached segment was never released";
+  EXPECT_EQ(count_of(r.result.err, "CUDA out of memory."), 1u) << r.result.err;
+  EXPECT_NE(r.result.err.find("luma's memory limit on this device is 64.0 MiB."), std::string::npos)
+      << r.result.err;
   EXPECT_EQ(device_counters(r.counters, 0)["failed_allocs"].get<int>(), 0) << r.counters.dump();
   EXPECT_LE(device_counters(r.counters, 0)["peak_bytes"].get<unsigned long long>(), 64 * kMiB);
 }
