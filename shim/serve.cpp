@@ -24,6 +24,7 @@
 #include "proc_address.h"
 #include "recursion_guard.h"
 #include "signal_flush.h"
+#include "stats/oom_report.h"
 
 namespace luma::shim {
 namespace {
@@ -112,6 +113,26 @@ inline ContextEntry* current_entry(State& s) {
   return new_entry(s, ctx);
 }
 
+// One warning per allocation that finally failed (the core released its cache and retried
+// first): what was asked, what the device and luma hold, and a hint when fragmentation is
+// the cause (core/stats/oom_report.h). The device's memory is the real driver's answer in
+// the entry's context, current on this thread.
+void report_oom(State& s, ContextEntry& e, std::size_t bytes) noexcept {
+  try {
+    core::OomReport r = core::make_oom_report(e.allocator.stats(), e.allocator.options(),
+                                              e.allocator.cache().largest_free_block(), bytes);
+    std::size_t free = 0, total = 0;
+    if (s.driver.mem_get_info != nullptr && s.driver.mem_get_info(&free, &total) == CUDA_SUCCESS) {
+      r.device_known = true;
+      r.device_free = free;
+      r.device_total = total;
+    }
+    if (e.limited != nullptr) r.memory_limit = e.limited->budget().limit();
+    log_noexcept(spdlog::level::warn, "{}", core::describe_oom(r));
+  } catch (...) {  // no memory for the text either: the error code says enough
+  }
+}
+
 CUresult allocate(State& s, CUdeviceptr* dptr, std::size_t bytes, EntryPoint entry) {
   if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   CallScope scope(entry);
@@ -126,6 +147,7 @@ CUresult allocate(State& s, CUdeviceptr* dptr, std::size_t bytes, EntryPoint ent
     case core::AllocStatus::invalid_size:
       return CUDA_ERROR_INVALID_VALUE;
     case core::AllocStatus::out_of_memory:
+      report_oom(s, *e, bytes);
       return CUDA_ERROR_OUT_OF_MEMORY;
     case core::AllocStatus::device_error:  // the driver's own code, as the real call gives it
       return static_cast<CUresult>(r.device_error);

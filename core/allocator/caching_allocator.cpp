@@ -934,6 +934,15 @@ std::size_t CachingAllocator::cached_bytes() const noexcept {
   return static_cast<std::size_t>(impl_->stats.reserved_bytes.all_current() - impl_->stats.allocated_bytes.all_current());
 }
 
+std::size_t CachingAllocator::largest_free_block() const noexcept {
+  std::lock_guard<AllocatorLock> lock(impl_->mu);
+  std::size_t largest = 0;
+  for (const Segment* s : impl_->segments)
+    for (const Block* b = s->first; b != nullptr; b = b->next)
+      if (b->state == BlockState::free) largest = std::max(largest, b->size);
+  return largest;
+}
+
 void CachingAllocator::set_event_sink(EventSink* sink) noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   impl_->sink = sink;

@@ -90,6 +90,10 @@ class CachingAllocator {
   // Bytes reserved but not held by the program (free or pending): what cuMemGetInfo may
   // report as free.
   std::size_t cached_bytes() const noexcept;
+  // The size of the largest free block (0 if none): the largest request the cache could
+  // serve without the device. Walks every block, so for reports (out of memory), never
+  // the hot path; pending blocks are not free yet and do not count.
+  std::size_t largest_free_block() const noexcept;
 
   // Observer for every event; nullptr to stop. Set before use from one thread.
   void set_event_sink(EventSink* sink) noexcept;

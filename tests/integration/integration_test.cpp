@@ -205,6 +205,38 @@ TEST_P(EveryKind, OutOfMemoryReleasesTheCacheRetriesAndIsCounted) {
   EXPECT_GE(device_counters(r.counters, 0)["failed_allocs"].get<int>(), 1);
 }
 
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// The allocation that finally fails is explained once, on stderr, with the stand-in's
+// numbers: 32 MiB chunks fill the 256 MiB device exactly (one 32 MiB segment each), so at
+// the failure luma holds 8 segments, all allocated, nothing cached (no hint), and the
+// driver reports 0 bytes free. The recovery allocation afterwards says nothing.
+TEST_P(EveryKind, OutOfMemoryIsExplainedOnceWithTheDevicesNumbers) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"oom", std::to_string(32 << 20)},
+                             {{"LUMA_FAKE_CAPACITY", std::to_string(256 << 20)}});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  ASSERT_NE(r.result.out.find("oom: out of memory after 8 chunks of 33554432 bytes"), std::string::npos)
+      << r.result.out;
+  const json& s = device_stats(r.stats, 0);
+  ASSERT_TRUE(s.is_object()) << r.stats.dump();
+  EXPECT_EQ(count_of(r.result.err, "CUDA out of memory."), s["memory_stats"]["num_ooms"].get<std::size_t>())
+      << r.result.err;
+  EXPECT_EQ(count_of(r.result.err, "CUDA out of memory."), 1u) << r.result.err;
+  EXPECT_EQ(device_counters(r.counters, 0)["peak_bytes"].get<unsigned long long>(), 256ull << 20);
+  EXPECT_EQ(s["memory_stats"]["segment.all.peak"].get<int>(), 8) << s.dump();
+  for (const char* part :
+       {"CUDA out of memory. Tried to allocate 32.0 MiB. GPU 0 has a total capacity of 256.0 MiB of which 0 B is free.",
+        "256.0 MiB is allocated by luma, and 0 B is reserved by luma but unallocated",
+        "the largest free block is 0 B, in 8 segments (256.0 MiB reserved)."})
+    EXPECT_NE(r.result.err.find(part), std::string::npos) << part << "\nstderr:\n" << r.result.err;
+  EXPECT_EQ(r.result.err.find("fragmentation"), std::string::npos) << r.result.err;
+}
+
 TEST_P(EveryKind, TwoDevicesHaveTheirOwnStatistics) {
   REQUIRE_PROGRAMS();
   LumaRun r = run_under_luma(GetParam(), {"two-devices"}, {{"LUMA_FAKE_DEVICES", "2"}});
@@ -614,6 +646,9 @@ TEST_P(EveryKind, MemoryLimitIsTheTotalAndAllocationsPastItFailAfterTheCacheWasR
   EXPECT_EQ(s["memory_stats"]["num_ooms"].get<int>(), 1) << s.dump();
   EXPECT_GE(s["memory_stats"]["num_alloc_retries"].get<int>(), 1) << s.dump();
   EXPECT_GE(s["cuda_free_calls"].get<int>(), 1) << "the cached segment was never released";
+  EXPECT_EQ(count_of(r.result.err, "CUDA out of memory."), 1u) << r.result.err;
+  EXPECT_NE(r.result.err.find("luma's memory limit on this device is 64.0 MiB."), std::string::npos)
+      << r.result.err;
   EXPECT_EQ(device_counters(r.counters, 0)["failed_allocs"].get<int>(), 0) << r.counters.dump();
   EXPECT_LE(device_counters(r.counters, 0)["peak_bytes"].get<unsigned long long>(), 64 * kMiB);
 }
