@@ -24,7 +24,8 @@
 // cuCtxDestroy_v2 and cuPointerGetAttribute in 4.0; cuStreamCreateWithPriority in 5.5; the
 // _v2 ABI of cuDevicePrimaryCtxRelease/Reset in 11.0 (the 7.0 ABI is forwarded untouched);
 // cuMemAllocAsync and cuMemFreeAsync in 11.2; cuMemAllocManaged in 6.0; cuMemHostAlloc in
-// 2.2 and cuMemFreeHost in 2.0 (one ABI each); cuMemAllocHost's _v2 in 3.2; cuGetProcAddress in 11.3 and its _v2 ABI (symbolStatus) in 12.0;
+// 2.2 and cuMemFreeHost in 2.0 (one ABI each); cuMemAllocHost's _v2 in 3.2; cuGetProcAddress
+// in 11.3 and its _v2 ABI (symbolStatus) in 12.0;
 // cuIpcGetMemHandle in 4.1; stream capture in 10.0 (global mode only) and its _v2 ABI with a
 // mode, with cuThreadExchangeStreamCaptureMode, in 10.1.
 // Twins: two rows with the same driver_name and min_version (legacy and per_thread) are the
