@@ -23,7 +23,9 @@
 // Versions: the 64-bit _v2 memory calls came in CUDA 3.2 (3020); cuStreamDestroy_v2,
 // cuCtxDestroy_v2 and cuPointerGetAttribute in 4.0; cuStreamCreateWithPriority in 5.5; the
 // _v2 ABI of cuDevicePrimaryCtxRelease/Reset in 11.0 (the 7.0 ABI is forwarded untouched);
-// cuMemFreeAsync in 11.2; cuGetProcAddress in 11.3 and its _v2 ABI (symbolStatus) in 12.0;
+// cuMemAllocAsync and cuMemFreeAsync in 11.2; cuMemAllocManaged in 6.0; cuMemHostAlloc in
+// 2.2 and cuMemFreeHost in 2.0 (one ABI each); cuMemAllocHost's _v2 in 3.2; cuGetProcAddress
+// in 11.3 and its _v2 ABI (symbolStatus) in 12.0;
 // cuIpcGetMemHandle in 4.1; stream capture in 10.0 (global mode only) and its _v2 ABI with a
 // mode, with cuThreadExchangeStreamCaptureMode, in 10.1.
 // Twins: two rows with the same driver_name and min_version (legacy and per_thread) are the
@@ -47,6 +49,12 @@
   X(primary_ctx_reset, cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0, PFN_cuDevicePrimaryCtxReset_v2, legacy, "cuDevicePrimaryCtxReset") \
   X(mem_free_async, cuMemFreeAsync, "cuMemFreeAsync", 11020, 0, PFN_cuMemFreeAsync, legacy, "cuMemFreeAsync") \
   X(mem_free_async_ptsz, cuMemFreeAsync_ptsz, "cuMemFreeAsync_ptsz", 11020, 0, PFN_cuMemFreeAsync, per_thread, "cuMemFreeAsync") \
+  X(mem_alloc_async, cuMemAllocAsync, "cuMemAllocAsync", 11020, 0, PFN_cuMemAllocAsync, legacy, "cuMemAllocAsync") \
+  X(mem_alloc_async_ptsz, cuMemAllocAsync_ptsz, "cuMemAllocAsync_ptsz", 11020, 0, PFN_cuMemAllocAsync, per_thread, "cuMemAllocAsync") \
+  X(mem_alloc_managed, cuMemAllocManaged, "cuMemAllocManaged", 6000, 0, PFN_cuMemAllocManaged, legacy, "cuMemAllocManaged") \
+  X(mem_alloc_host, cuMemAllocHost_v2, "cuMemAllocHost", 3020, 0, PFN_cuMemAllocHost_v2, legacy, "cuMemAllocHost") \
+  X(mem_host_alloc, cuMemHostAlloc, "cuMemHostAlloc", 2020, 0, PFN_cuMemHostAlloc, legacy, "cuMemHostAlloc") \
+  X(mem_free_host, cuMemFreeHost, "cuMemFreeHost", 2000, 0, PFN_cuMemFreeHost, legacy, "cuMemFreeHost") \
   X(ipc_get_mem_handle, cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, 0, PFN_cuIpcGetMemHandle, legacy, "cuIpcGetMemHandle") \
   X(stream_begin_capture_v1, cuStreamBeginCapture, "cuStreamBeginCapture", 10000, 10010, PFN_cuStreamBeginCapture_v1, legacy, "cuStreamBeginCapture") \
   X(stream_begin_capture_v1_ptsz, cuStreamBeginCapture_ptsz, "cuStreamBeginCapture_ptsz", 10000, 10010, PFN_cuStreamBeginCapture_v1, per_thread, "cuStreamBeginCapture") \

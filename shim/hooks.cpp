@@ -109,6 +109,44 @@ LUMA_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
       dptr, stream);
 }
 
+// ---- forwarded allocation paths: the driver serves them, luma counts them ------------
+
+LUMA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+  return forward_then_observe<&RealDriver::mem_alloc_async>(on_mem_alloc_async, dptr, bytesize,
+                                                            hStream);
+}
+
+LUMA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+  return forward_then_observe<&RealDriver::mem_alloc_async_ptsz>(on_mem_alloc_async, dptr,
+                                                                 bytesize, hStream);
+}
+
+LUMA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  return forward_then_observe<&RealDriver::mem_alloc_managed>(
+      [](State& s, CUdeviceptr*, size_t n, unsigned) { on_forwarded_alloc(s, ForwardedPath::managed, n); },
+      dptr, bytesize, flags);
+}
+
+LUMA_EXPORT CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
+  return forward_then_observe<&RealDriver::mem_alloc_host>(
+      [](State& s, void**, size_t n) { on_forwarded_alloc(s, ForwardedPath::pinned_host, n); }, pp,
+      bytesize);
+}
+
+LUMA_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
+  return forward_then_observe<&RealDriver::mem_host_alloc>(
+      [](State& s, void**, size_t n, unsigned) { on_forwarded_alloc(s, ForwardedPath::pinned_host, n); },
+      pp, bytesize, Flags);
+}
+
+LUMA_EXPORT CUresult cuMemFreeHost(void* p) {
+  return forward_then_observe<&RealDriver::mem_free_host>(
+      [](State& s, void* q) {
+        if (q != nullptr) on_forwarded_free(s, ForwardedPath::pinned_host);
+      },
+      p);
+}
+
 LUMA_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   return serve_or_forward<&RealDriver::mem_get_info>("cuMemGetInfo_v2", serve_mem_get_info, free,
                                                      total);

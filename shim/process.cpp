@@ -132,7 +132,9 @@ std::string format_output(const State& s, int signal) {
       core::ReplayStats r;
       if (e->allocator.try_replay_stats(&r, deadline)) replay.push_back(r);
     }
+  const std::vector<core::ForwardedPathStats> forwarded = s.forwarded.snapshot();
   if (s.settings.stats == StatsFormat::json) {
+    extra.push_back({"forwarded_allocations", core::format_forwarded_json(forwarded), false});
     if (s.plans.wanted())
       extra.push_back({"plan", core::format_replay_json(s.plans.summary(), replay), false});
     return core::format_stats_json(devices, extra) + "\n";
@@ -145,6 +147,7 @@ std::string format_output(const State& s, int signal) {
   } else {
     text += core::format_stats_text(devices, extra);
   }
+  text += core::format_forwarded_text(forwarded);
   if (s.plans.wanted()) text += core::format_replay_text(s.plans.summary(), replay);
   return text;
 }
@@ -152,8 +155,9 @@ std::string format_output(const State& s, int signal) {
 void print_stats_once(int signal) noexcept {
   State* s = state_if_ready();
   if (s == nullptr || s->inherited.load() || s->settings.stats == StatsFormat::off) return;
-  // Nothing to say for a process that never had an allocation served: it stays silent.
-  if (s->contexts.empty()) return;
+  // Nothing to say for a process that never had an allocation served or forwarded (counted
+  // in s->forwarded): it stays silent.
+  if (s->contexts.empty() && !s->forwarded.any()) return;
   if (g_printed.exchange(true)) return;
   try {
     std::string text = format_output(*s, signal);

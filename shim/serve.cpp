@@ -302,7 +302,24 @@ CUresult serve_mem_free_async(State& s, CUdeviceptr dptr, CUstream stream,
   }
   CallScope scope(EntryPoint::cuMemFreeAsync);
   if (std::optional<CUresult> r = free_in_cache(s, as_ptr(dptr))) return *r;
-  return real(dptr, stream);
+  // Not luma's block: the program's own stream-ordered (or other driver) memory.
+  const CUresult r = real(dptr, stream);
+  if (r == CUDA_SUCCESS) on_forwarded_free(s, ForwardedPath::stream_ordered);
+  return r;
+}
+
+// Counted while luma is active, as the served calls are: with caching off luma is not
+// there to report, and a child forked after the parent served reports nothing.
+void on_forwarded_alloc(State& s, ForwardedPath path, std::size_t bytes) noexcept {
+  if (s.serves()) s.forwarded.allocated(path, bytes);
+}
+
+void on_forwarded_free(State& s, ForwardedPath path) noexcept {
+  if (s.serves()) s.forwarded.freed(path);
+}
+
+void on_mem_alloc_async(State& s, CUdeviceptr*, std::size_t bytes, CUstream) noexcept {
+  on_forwarded_alloc(s, ForwardedPath::stream_ordered, bytes);
 }
 
 CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total) {

@@ -36,6 +36,11 @@ CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total);
 CUresult serve_ipc_get_mem_handle(State& s, CUipcMemHandle* handle, CUdeviceptr dptr);
 
 // ---- observers: the real call succeeded, luma updates what it knows ----
+// A forwarded allocation path (forwarded_paths.h): one more call, of `bytes`.
+void on_forwarded_alloc(State& s, ForwardedPath path, std::size_t bytes) noexcept;
+void on_forwarded_free(State& s, ForwardedPath path) noexcept;
+// cuMemAllocAsync and its _ptsz twin: the program's stream-ordered pool allocation.
+void on_mem_alloc_async(State& s, CUdeviceptr* dptr, std::size_t bytes, CUstream stream) noexcept;
 void on_stream_created(State& s, CUstream stream, unsigned flags) noexcept;
 void on_stream_destroying(State& s, CUstream stream) noexcept;  // before the real destroy
 void on_context_destroyed(State& s, CUcontext ctx) noexcept;

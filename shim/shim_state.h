@@ -11,6 +11,7 @@
 
 #include "capture_registry.h"
 #include "context_table.h"
+#include "forwarded_paths.h"
 #include "plan_loader.h"
 #include "real_driver.h"
 #include "settings.h"
@@ -34,6 +35,8 @@ struct State {
   // Stream captures underway (CUDA graphs): what they forbid, for the hooks and the fences.
   CaptureRegistry captures;
   ContextTable contexts;
+  // The program's allocations luma forwards (stream-ordered, managed, pinned host), counted.
+  ForwardedCounters forwarded;
   // LUMA_TRACE: the event trace (attached to each allocator as it is built).
   TraceRecorder recorder;
   // LUMA_PLAN: the plan every context's allocator follows, and the log of divergences.

@@ -136,7 +136,7 @@ std::string format_bytes(std::uint64_t bytes) {
 std::string format_stats_text(const std::vector<DeviceStats>& devices, const std::vector<StatsExtra>& extra) {
   std::string out;
   for (const StatsExtra& e : extra) out += fmt::format("{}: {}\n", e.key, e.value);
-  if (devices.empty()) out += "luma: no device memory was allocated\n";
+  if (devices.empty()) out += "luma: the cache served no device memory\n";
   for (const DeviceStats& s : devices) {
     rule(out, '=');
     centered(out, fmt::format("luma CUDA memory summary, device ID {}", s.device));
@@ -211,6 +211,30 @@ std::string format_stats_json(const std::vector<DeviceStats>& devices, const std
   }
   out += "]}\n";
   return out;
+}
+
+std::string format_forwarded_text(const std::vector<ForwardedPathStats>& paths) {
+  std::string out;
+  for (const ForwardedPathStats& p : paths) {
+    if (p.alloc_calls == 0 && p.free_calls == 0) continue;
+    if (out.empty()) {
+      out += "Forwarded allocation paths (served by the driver, counted by luma):\n";
+      out += fmt::format("  {:<62} {:>10} {:>12} {:>10}\n", "path", "allocs", "bytes", "frees");
+    }
+    out += fmt::format("  {:<62} {:>10} {:>12} {:>10}\n", p.path, p.alloc_calls,
+                       format_bytes(p.alloc_bytes), p.free_calls);
+  }
+  return out;
+}
+
+std::string format_forwarded_json(const std::vector<ForwardedPathStats>& paths) {
+  std::string out = "[";
+  for (const ForwardedPathStats& p : paths) {
+    if (out.size() > 1) out += ", ";
+    out += fmt::format("{{\"path\": \"{}\", \"alloc_calls\": {}, \"alloc_bytes\": {}, \"free_calls\": {}}}",
+                       json_escape(p.path), p.alloc_calls, p.alloc_bytes, p.free_calls);
+  }
+  return out + "]";
 }
 
 }  // namespace luma::core

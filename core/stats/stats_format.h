@@ -42,6 +42,22 @@ std::string format_stats_text(const std::vector<DeviceStats>& devices,
 std::string format_stats_json(const std::vector<DeviceStats>& devices,
                               const std::vector<StatsExtra>& extra = {});
 
+// One allocation path luma forwards to the driver and counts (the shim's list of paths):
+// the program's stream-ordered, managed and pinned host allocations.
+struct ForwardedPathStats {
+  std::string path;  // what the output calls it
+  std::uint64_t alloc_calls = 0;
+  std::uint64_t alloc_bytes = 0;
+  std::uint64_t free_calls = 0;
+};
+
+// "Forwarded allocation paths": one row per path with a call, as a text table; "" when no
+// path had one.
+std::string format_forwarded_text(const std::vector<ForwardedPathStats>& paths);
+// The same as a JSON array of {"path", "alloc_calls", "alloc_bytes", "free_calls"} (every
+// path, zeros included, so a reader finds each key), for a raw StatsExtra.
+std::string format_forwarded_json(const std::vector<ForwardedPathStats>& paths);
+
 // "512 B", "1.5 MiB": a byte count in the largest binary unit that keeps it >= 1.
 std::string format_bytes(std::uint64_t bytes);
 

@@ -83,6 +83,31 @@ TEST(StatsText, SaysSoWhenThereIsNoDevice) {
   EXPECT_NE(format_stats_text({}).find("no device"), std::string::npos);
 }
 
+// The allocations luma forwards: a row per path that had a call, none when no path had.
+TEST(ForwardedText, ListsThePathsThatHadCalls) {
+  const std::vector<ForwardedPathStats> paths = {
+      {"stream-ordered pool", 50, 3 * MiB, 49}, {"managed", 0, 0, 0}, {"pinned host", 0, 0, 2}};
+  const std::string t = format_forwarded_text(paths);
+  EXPECT_NE(t.find("Forwarded allocation paths"), std::string::npos) << t;
+  EXPECT_NE(t.find("stream-ordered pool"), std::string::npos) << t;
+  EXPECT_NE(t.find("3.0 MiB"), std::string::npos) << t;
+  EXPECT_NE(t.find("pinned host"), std::string::npos) << t;  // a free alone is a call
+  EXPECT_EQ(t.find("managed"), std::string::npos) << t;
+  EXPECT_EQ(format_forwarded_text({{"managed", 0, 0, 0}}), "");
+}
+
+TEST(ForwardedJson, EveryPathWithItsCounters) {
+  const nlohmann::json j = nlohmann::json::parse(
+      format_forwarded_json({{"a \"quoted\" path", 2, 4096, 1}, {"managed", 0, 0, 0}}));
+  ASSERT_EQ(j.size(), 2u) << j.dump();
+  EXPECT_EQ(j[0]["path"], "a \"quoted\" path");
+  EXPECT_EQ(j[0]["alloc_calls"], 2);
+  EXPECT_EQ(j[0]["alloc_bytes"], 4096);
+  EXPECT_EQ(j[0]["free_calls"], 1);
+  EXPECT_EQ(j[1]["alloc_calls"], 0);
+  EXPECT_EQ(nlohmann::json::parse(format_forwarded_json({})), nlohmann::json::array());
+}
+
 TEST(StatsJson, KeepsReferenceNamesAndPyTorchKeys) {
   const DeviceStats s = sample_stats(2);
   const std::string text = format_stats_json(

@@ -44,6 +44,9 @@ int main() {
       {"cuMemFreeAsync", 11020, 0},        {"cuMemFreeAsync", 11010, 0},
       {"cuStreamCreate", 2000, 0},         {"cuStreamDestroy", 4000, 0},
       {"cuCtxSynchronize", 2000, 0},       {"cuInit", 2000, 0},
+      {"cuMemAllocAsync", 11010, 0},       {"cuMemAllocHost", 3020, 0},
+      {"cuMemHostAlloc", 2020, 0},         {"cuMemFreeHost", 2000, 0},
+      {"cuMemAllocManaged", 6000, 0},
   };
   for (const Request& r : requests) {
     void* fn = nullptr;

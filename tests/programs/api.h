@@ -29,6 +29,9 @@ struct DriverCalls {
   int (*launch)(void* exec, void* stream);
   int (*exec_destroy)(void* exec);
   int (*graph_destroy)(void* graph);
+  int (*host_alloc)(void** p, size_t n);     // cuMemAllocHost_v2
+  int (*host_free)(void* p);                 // cuMemFreeHost
+  int (*managed_alloc)(void** p, size_t n);  // cuMemAllocManaged(GLOBAL); freed by cuMemFree
 };
 
 struct Api {

@@ -117,6 +117,21 @@ const DriverCalls kDriverCalls = {
       READY();
       return cuGraphDestroy(static_cast<CUgraph>(graph));
     },
+    [](void** p, size_t n) -> int {
+      READY();
+      return cuMemAllocHost_v2(p, n);
+    },
+    [](void* p) -> int {
+      READY();
+      return cuMemFreeHost(p);
+    },
+    [](void** p, size_t n) -> int {
+      READY();
+      CUdeviceptr d = 0;
+      CUresult r = cuMemAllocManaged(&d, n, CU_MEM_ATTACH_GLOBAL);
+      *p = reinterpret_cast<void*>(d);
+      return r;
+    },
 };
 
 const Api kApi = {

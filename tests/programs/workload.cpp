@@ -1214,6 +1214,31 @@ void churn(uint64_t thread, const std::atomic<bool>& stop, std::atomic<uint64_t>
   while (!live.empty()) release(live.size() - 1);
 }
 
+// Pinned host and managed memory, which luma forwards to the driver (and counts): ROUNDS
+// rounds of cuMemAllocHost(4 KiB * (i+1)) written and read back, then cuMemFreeHost, and
+// cuMemAllocManaged(8 KiB) written through the host, then cuMemFree. Nothing else is
+// allocated, so luma's statistics hold only these calls.
+int mode_host_managed(int argc, char** argv) {
+  if (argc > 1) return kExitUsage;
+  const DriverCalls* D = driver_calls("host-managed");
+  if (D == nullptr) return 0;
+  size_t rounds = argc == 1 ? parse(argv[0], "ROUNDS") : 4;
+  for (size_t i = 0; i < rounds; ++i) {
+    const size_t n = 4096 * (i + 1);
+    void* h = nullptr;
+    ok(D->host_alloc(&h, n), "cuMemAllocHost");
+    std::memset(h, static_cast<int>(i + 1), n);
+    if (static_cast<unsigned char*>(h)[n - 1] != i + 1) fail("host-managed: host data", static_cast<int>(i));
+    ok(D->host_free(h), "cuMemFreeHost");
+    void* m = nullptr;
+    ok(D->managed_alloc(&m, 8192), "cuMemAllocManaged");
+    std::memset(m, 7, 8192);
+    ok(A.free(m), "cuMemFree of managed memory");
+  }
+  std::printf("host-managed: %zu pinned host and managed rounds ok\n", rounds);
+  return 0;
+}
+
 // PyTorch's CUDA graphs: warm-up on a side stream; a relaxed-mode capture during which the
 // capturing thread allocates and frees (under a relaxed capture-mode guard, as PyTorch's
 // allocator does) and queues memsets and copies; the graph launched LAUNCHES times, its
@@ -1704,6 +1729,7 @@ const Mode kModes[] = {
     {"fork-exec", "", mode_fork_exec},
     {"threads-first", "[THREADS]", mode_threads_first},
     {"async", "[ROUNDS]", mode_async},
+    {"host-managed", "[ROUNDS]", mode_host_managed},
     {"reset", "", mode_reset},
     {"contexts", "", mode_contexts},
     {"many-contexts", "N", mode_many_contexts},

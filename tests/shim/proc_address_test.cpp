@@ -48,10 +48,24 @@ TEST(ProcAddress, GetProcAddressAbiFollowsTheVersion) {
 // Pointer queries describe the driver's allocation (a luma segment), as the driver alone
 // does, so range, IPC handle and buffer id agree (docs/architecture.md): not hooked.
 TEST(ProcAddress, NamesLumaDoesNotServeAreForwarded) {
-  for (const char* name : {"cuMemAllocAsync", "cuMemAllocManaged", "cuInit",
-                           "cuMemGetAddressRange", "cuPointerGetAttribute",
-                           "cuMemAlloc_v2", "", "cuMemAllocHost", "cuCtxSynchronize"})
+  for (const char* name : {"cuInit", "cuMemGetAddressRange", "cuPointerGetAttribute",
+                           "cuMemAlloc_v2", "", "cuMemAllocFromPoolAsync", "cuMemCreate",
+                           "cuCtxSynchronize"})
     EXPECT_EQ(hook_for_request(name, 13000), Hook::none) << name;
+}
+
+// The driver's pools, managed and pinned host memory are forwarded by luma's own functions,
+// which count them (shim/forwarded_paths.h), each from its ABI's version on.
+TEST(ProcAddress, ForwardedAllocationPathsAreHooked) {
+  EXPECT_EQ(hook_for_request("cuMemAllocAsync", 11020), Hook::mem_alloc_async);
+  EXPECT_EQ(hook_for_request("cuMemAllocAsync", 11010), Hook::none);
+  EXPECT_EQ(hook_for_symbol("cuMemAllocAsync_ptsz"), Hook::mem_alloc_async_ptsz);
+  EXPECT_EQ(hook_for_request("cuMemAllocManaged", 13000), Hook::mem_alloc_managed);
+  EXPECT_EQ(hook_for_request("cuMemAllocManaged", 5050), Hook::none);
+  EXPECT_EQ(hook_for_request("cuMemAllocHost", 13000), Hook::mem_alloc_host);
+  EXPECT_EQ(hook_for_request("cuMemAllocHost", 3010), Hook::none);  // the 32-bit v1 ABI
+  EXPECT_EQ(hook_for_request("cuMemHostAlloc", 13000), Hook::mem_host_alloc);
+  EXPECT_EQ(hook_for_request("cuMemFreeHost", 13000), Hook::mem_free_host);
 }
 
 // A stream-ordered free may name a luma block (CUDA allows it on cuMemAlloc memory), so
