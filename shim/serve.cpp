@@ -133,7 +133,8 @@ void report_oom(State& s, ContextEntry& e, std::size_t bytes) noexcept {
   }
 }
 
-CUresult allocate(State& s, CUdeviceptr* dptr, std::size_t bytes, EntryPoint entry) {
+[[gnu::always_inline]] inline CUresult allocate(State& s, CUdeviceptr* dptr, std::size_t bytes,
+                                                EntryPoint entry) {
   if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   CallScope scope(entry);
   if (s.recorder.stack_depth() > 0) s.recorder.capture_stack();
@@ -191,7 +192,7 @@ bool own_segment(const State& s, std::size_t bytes) noexcept {
 // (a luma segment, but not the start of a live block: a double or interior free), or
 // nullopt (not luma's memory: the driver's business). Any context's allocator: a free may
 // come from another thread with another device current.
-std::optional<CUresult> free_in_cache(State& s, void* p) noexcept {
+[[gnu::always_inline]] inline std::optional<CUresult> free_in_cache(State& s, void* p) noexcept {
   const std::size_t n = s.contexts.slots_used();
   for (std::size_t i = 0; i < n; ++i) {
     ContextEntry* e = s.contexts.slot(i);

@@ -155,7 +155,9 @@ def case_stress_plain(threads, n):
 
 
 def case_faults(mode, *args):
-    d = work_dir(f"faults-{mode}")
+    # One directory per case and its arguments: "faults fail-every 7" and "fail-every 2" run
+    # at the same time (meson test -j), and a shared directory made one of them fail.
+    d = work_dir("-".join(["faults", mode, *args]))
     stats, counters = os.path.join(d, "stats.json"), os.path.join(d, "counters.json")
     for with_luma in (False, True):  # the program's own expectations hold on the bare driver
         env = base_env(with_luma, LUMA_STATS="json", LUMA_STATS_FILE=stats,
