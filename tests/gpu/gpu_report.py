@@ -118,6 +118,38 @@ def correctness(w, failures):
     return rows
 
 
+# prog_driver modes run by scripts/gpu-check's stage 1 (the patterns of real programs).
+PATTERNS = ("ipc-ranges", "ipc-simple", "graph-pattern", "capture-global", "capture-free-async",
+            "capture-other-threads", "capture-invalidated-free", "capture-blocking",
+            "free-async-cached")
+
+
+def patterns(w, failures):
+    """The real-program patterns on the real driver: plain must pass (else the stand-in,
+    which these checks were written against, differs from the driver), under luma the
+    same exit and output."""
+    rows = ["| prog_driver mode | plain exit | luma exit | same output | verdict |",
+            "|---|---|---|---|---|"]
+    for m in PATTERNS:
+        name = f"pat-{m}"
+        if not w.exists(name + "-plain.rc"):
+            continue
+        rp, rl = w.rc(name + "-plain"), w.rc(name + "-luma")
+        same = normalised(w.text(name + "-plain.out")) == normalised(w.text(name + "-luma.out"))
+        why = []
+        if rp not in (0, 77):
+            why.append(f"plain exit {rc_text(rp)} (the stand-in differs from the driver)")
+        if rl != rp:
+            why.append(f"luma exit {rc_text(rl)} != plain")
+        if not same:
+            why.append("output differs")
+        if why:
+            failures.append(f"{name}: " + "; ".join(why))
+        rows.append(f"| {m} | {rc_text(rp)} | {rc_text(rl)} | {'yes' if same else 'NO'} | "
+                    f"{'pass' if not why else 'FAIL: ' + '; '.join(why)} |")
+    return rows if len(rows) > 2 else []
+
+
 def latency_table(text):
     """{bytes: median_ns} from gpu_latency's output."""
     out = {}
@@ -300,6 +332,11 @@ def main(argv):
                "Exit codes and output (numbers masked) must be the same; luma's JSON statistics "
                "must show the allocations (alloc_calls) and, where blocks are reused, at most "
                f"one driver allocation per {REUSE_RATIO}.", ""] + correctness(w, failures)
+        pat_rows = patterns(w, failures)
+        if pat_rows:
+            md += ["", "Patterns of real programs (tests/programs' prog_driver, written for the "
+                   "stand-in): IPC the UCX way and simpleIPC, PyTorch's graph pattern, captures "
+                   "in each mode, a stream-ordered free of a cached block.", ""] + pat_rows
     if "latency" in stages:
         lat_rows = latency(w, failures, misses)
         md += ["", "## 2. Latency: one cudaMalloc+cudaFree pair (median ns, after warm-up)", "",
