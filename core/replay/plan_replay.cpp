@@ -374,13 +374,7 @@ void PlanReplay::drop_device_memory() noexcept {
   for (std::uint32_t s = 0; s < state_.size(); ++s) {
     if (state_[s] != SlotState::live) continue;
     const std::uintptr_t addr = base_ + offset_[s];
-    state_[s] = SlotState::free;
-    live_at_[offset_index_[s]] = kNone;
-    sub(stats_.allocation, 1);
-    sub(stats_.allocated_bytes, size_[s]);
-    sub(stats_.requested_bytes, requested_[s]);
-    sub(stats_.active, 1);
-    sub(stats_.active_bytes, size_[s]);
+    forget_live(s);
     emit(EventKind::free_requested, addr, size_[s], 0);
     emit(EventKind::free_completed, addr, size_[s], 0);
   }
@@ -390,6 +384,18 @@ void PlanReplay::drop_device_memory() noexcept {
     divergence_.reason = DivergenceReason::context_lost;
     divergence_.sequence = next_;
   }
+}
+
+// A live slot whose memory went without a free (the context was lost, or release_all):
+// counted as freed and completed at once.
+void PlanReplay::forget_live(std::uint32_t s) noexcept {
+  state_[s] = SlotState::free;
+  live_at_[offset_index_[s]] = kNone;
+  sub(stats_.allocation, 1);
+  sub(stats_.allocated_bytes, size_[s]);
+  sub(stats_.requested_bytes, requested_[s]);
+  sub(stats_.active, 1);
+  sub(stats_.active_bytes, size_[s]);
 }
 
 std::size_t PlanReplay::empty_cache() noexcept {
@@ -407,13 +413,7 @@ void PlanReplay::release_all() noexcept {
   if (!dev_.release(reinterpret_cast<void*>(base_), arena_bytes_)) return;
   for (std::uint32_t s = 0; s < state_.size(); ++s) {
     if (state_[s] != SlotState::live) continue;
-    state_[s] = SlotState::free;
-    live_at_[offset_index_[s]] = kNone;
-    sub(stats_.allocation, 1);
-    sub(stats_.allocated_bytes, size_[s]);
-    sub(stats_.requested_bytes, requested_[s]);
-    sub(stats_.active, 1);
-    sub(stats_.active_bytes, size_[s]);
+    forget_live(s);
   }
   drop_arena(/*released_by_us=*/true);
   following_ = false;  // nothing can be placed without the arena

@@ -121,6 +121,7 @@ class PlanReplay {
   bool make_free(std::uint32_t slot) noexcept;
   bool drain_pending() noexcept;
   void drop_arena(bool released_by_us) noexcept;
+  void forget_live(std::uint32_t slot) noexcept;
 
   Device& dev_;
   const int device_index_;
