@@ -3,9 +3,12 @@
 // plan in front of the cache). One typed suite: the same scenario and the same assertions
 // for both. A freed block's bytes come back only after a fence recorded after its free is
 // done: polled when done already, waited for (oldest first) when needed at once, at once
-// on an idle device; every token goes back exactly once; and a device that cannot wait now
+// on an idle device or one without fences; batched frees share one fence; the oldest fence
+// is waited for first; every token goes back exactly once; and a device that cannot wait now
 // (a stream capture underway, core/allocator/device.h) is never waited for and its memory never
-// reused early: the allocation is served from a new segment instead.
+// reused early: the allocation is served from a new segment instead. This is the one place
+// the protocol is tested; the users' own suites test only their policies around it (the
+// cache's epochs and poll backoff: caching_allocator_fence_test.cpp).
 //
 // The scenario: four 512 KiB blocks fill 2 MiB (one small-pool segment of the cache; the
 // plan's whole arena), the first is freed, and the next 512 KiB allocation can only reuse
@@ -74,6 +77,13 @@ class FenceQueueTest : public ::testing::Test {
     user = std::make_unique<User>(dev);
   }
 
+  // Makes the user again over a device of another fence mode (read once, at construction).
+  void remake(FenceMode mode, bool fences = true) {
+    user.reset();
+    dev.set_fences(fences);
+    dev.set_fence_mode(mode);
+    user = std::make_unique<User>(dev);
+  }
   auto& a() { return user->allocator(); }
   void* alloc() {
     const AllocResult r = a().allocate(kBlock);
@@ -125,6 +135,39 @@ TYPED_TEST(FenceQueueTest, AnIdleDeviceMakesTheBytesReusableAtOnce) {
   EXPECT_EQ(this->dev.record_calls(), 1u);
   EXPECT_EQ(this->dev.fences_recorded(), 0u);
   EXPECT_EQ(this->alloc(), first);
+  EXPECT_TRUE(this->dev.fences_waited().empty());
+  LUMA_EXPECT_CLEAN(this->a());
+}
+
+TYPED_TEST(FenceQueueTest, TheOldestFenceIsWaitedForNotTheNewest) {
+  void* first = this->fill_and_free_first();
+  ASSERT_EQ(this->a().free(this->held[1]), FreeStatus::ok);  // fence 2
+  EXPECT_EQ(this->alloc(), first);
+  EXPECT_EQ(this->dev.fences_waited(), std::vector<Fence>{1});
+  EXPECT_EQ(this->dev.fences_released(), 1u);
+  LUMA_EXPECT_CLEAN(this->a());
+}
+
+// Batched mode: the frees join an open epoch and call no device; one fence, recorded when
+// an allocation needs their bytes, covers them all.
+TYPED_TEST(FenceQueueTest, BatchedFreesShareOneFenceRecordedWhenTheirBytesAreNeeded) {
+  this->remake(FenceMode::batched);
+  void* first = this->fill_and_free_first();
+  ASSERT_EQ(this->a().free(this->held[1]), FreeStatus::ok);
+  EXPECT_EQ(this->dev.record_calls(), 0u);
+  EXPECT_EQ(this->alloc(), first);
+  EXPECT_EQ(this->dev.record_calls(), 1u);
+  EXPECT_EQ(this->dev.fences_waited(), std::vector<Fence>{1});
+  EXPECT_EQ(this->dev.fences_released(), 1u);
+  LUMA_EXPECT_CLEAN(this->a());
+}
+
+TYPED_TEST(FenceQueueTest, ADeviceWithoutFencesMakesTheBytesReusableAtOnce) {
+  this->remake(FenceMode::none, /*fences=*/false);
+  void* first = this->fill_and_free_first();
+  EXPECT_EQ(this->a().stats().active.all.current, 3);
+  EXPECT_EQ(this->alloc(), first);
+  EXPECT_EQ(this->dev.record_calls(), 0u);
   EXPECT_TRUE(this->dev.fences_waited().empty());
   LUMA_EXPECT_CLEAN(this->a());
 }
