@@ -63,7 +63,7 @@ struct LiveStats {
 #define LUMA_STATS_FIELD(name, ...) LiveMetric name;
   LUMA_POOL_METRICS(LUMA_STATS_FIELD)
 #undef LUMA_STATS_FIELD
-#define LUMA_STATS_FIELD(name) std::uint64_t name = 0;
+#define LUMA_STATS_FIELD(name, ...) std::uint64_t name = 0;
   LUMA_CALL_COUNTERS(LUMA_STATS_FIELD)
 #undef LUMA_STATS_FIELD
 
@@ -75,7 +75,7 @@ struct LiveStats {
     LUMA_POOL_METRICS(LUMA_STATS_VIEW)
 #undef LUMA_STATS_VIEW
     d.free_blocks = free_blocks;
-#define LUMA_STATS_VIEW(name) d.name = name;
+#define LUMA_STATS_VIEW(name, ...) d.name = name;
     LUMA_CALL_COUNTERS(LUMA_STATS_VIEW)
 #undef LUMA_STATS_VIEW
     return d;

@@ -69,19 +69,23 @@ struct PoolCounter {
   X(segment, count, "GPU reserved segments", 7)         /* segments reserved from the device */ \
   X(reserved_bytes, bytes, "GPU reserved memory", 3)    /* bytes in segments */
 
-// LUMA_CALL_COUNTERS(X): X(name) for each running total (a plain count, only ever added).
-#define LUMA_CALL_COUNTERS(X)                                                        \
-  X(alloc_calls)         /* successful allocations served */                         \
-  X(free_calls)          /* successful frees */                                      \
-  X(num_device_alloc)    /* real segment reservations (successful) */                \
-  X(num_device_free)     /* real segment releases */                                 \
-  X(num_alloc_retries)   /* device refused; cache released and retried */            \
-  X(num_ooms)            /* allocations that failed with out-of-memory */            \
-  X(num_device_errors)   /* allocations failed by a device error (not OOM) */        \
-  X(num_context_resets)  /* times the memory went with its context (reset) */        \
-  X(num_fence_waits)     /* times an allocation waited for a pending free */         \
-  X(num_empty_cache)     /* empty_cache calls */                                     \
-  X(invalid_frees)       /* frees of pointers not live in this allocator */
+// LUMA_CALL_COUNTERS(X): X(name, line, label) for each running total (a plain count, only
+// ever added). `name` is also its JSON key, `label` its line under memory_summary()'s
+// table ("" for the two the table's header shows) and `line` the place of that line
+// among the summary's count lines (stats_format.cpp's kCountLines, which adds the values
+// derived from other fields in the places left free here).
+#define LUMA_CALL_COUNTERS(X)                                                                          \
+  X(alloc_calls, 2, "Allocation calls")                        /* successful allocations served */      \
+  X(free_calls, 4, "Free calls")                               /* successful frees */                   \
+  X(num_device_alloc, 0, "Real driver allocations (cudaMalloc)") /* real segment reservations */        \
+  X(num_device_free, 1, "Real driver frees (cudaFree)")        /* real segment releases */              \
+  X(num_alloc_retries, 13, "")      /* device refused; cache released and retried (in the header) */    \
+  X(num_ooms, 14, "")               /* allocations that failed with out-of-memory (in the header) */    \
+  X(num_device_errors, 8, "Driver errors (other than OOM)")    /* allocations failed by a device error */ \
+  X(num_context_resets, 9, "Context resets (memory went with it)") /* memory went with its context */   \
+  X(num_fence_waits, 5, "Waits for a pending free")            /* an allocation waited for a free */    \
+  X(num_empty_cache, 6, "empty_cache calls")                   /* empty_cache calls */                  \
+  X(invalid_frees, 7, "Invalid frees")                         /* frees of pointers not live here */
 
 #define LUMA_STATS_COUNT_ONE(...) +1
 inline constexpr std::size_t kPoolMetrics = 0 LUMA_POOL_METRICS(LUMA_STATS_COUNT_ONE);
@@ -98,7 +102,7 @@ struct DeviceStats {
   // report_pending_as_freed() moved them out of the active metrics for a final report.
   std::uint64_t pending_free_blocks = 0;
   std::uint64_t pending_free_bytes = 0;
-#define LUMA_STATS_FIELD(name) std::uint64_t name = 0;
+#define LUMA_STATS_FIELD(name, ...) std::uint64_t name = 0;
   LUMA_CALL_COUNTERS(LUMA_STATS_FIELD)
 #undef LUMA_STATS_FIELD
 };
@@ -141,7 +145,7 @@ inline void add_part(DeviceStats& into, const DeviceStats& from, PeakRule rule) 
   into.free_blocks += from.free_blocks;
   into.pending_free_blocks += from.pending_free_blocks;
   into.pending_free_bytes += from.pending_free_bytes;
-#define LUMA_STATS_ADD(name) into.name += from.name;
+#define LUMA_STATS_ADD(name, ...) into.name += from.name;
   LUMA_CALL_COUNTERS(LUMA_STATS_ADD)
 #undef LUMA_STATS_ADD
 }

@@ -38,6 +38,51 @@ static_assert(
     }(),
     "LUMA_POOL_METRICS: every summary_row from 0 to kPoolMetrics - 1 exactly once");
 
+// One count line of the summary (under the table) and its JSON key: every call counter of
+// stats.h (LUMA_CALL_COUNTERS, placed by its `line`) and the values derived from other
+// fields, in the places the counters leave free. Text and JSON both walk this one table.
+struct CountLine {
+  const char* key = nullptr;    // JSON key; "" when the reference view's keys have it
+  const char* label = nullptr;  // summary line; "" when the summary shows it elsewhere
+  std::uint64_t (*value)(const DeviceStats&) noexcept = nullptr;
+};
+
+// Allocation calls served without a driver allocation.
+std::uint64_t absorbed(const DeviceStats& s) noexcept {
+  return s.alloc_calls > s.num_device_alloc ? s.alloc_calls - s.num_device_alloc : 0;
+}
+
+// The call counters PyTorch's memory_stats() has too, under the same names.
+constexpr std::array<const char*, 4> kPyTorchCounters{"num_alloc_retries", "num_ooms", "num_device_alloc",
+                                                      "num_device_free"};
+
+#define LUMA_STATS_COUNT_ONE(...) +1
+constexpr std::size_t kCountLineCount = 4 LUMA_CALL_COUNTERS(LUMA_STATS_COUNT_ONE);
+#undef LUMA_STATS_COUNT_ONE
+
+constexpr std::array<CountLine, kCountLineCount> kCountLines = [] {
+  std::array<CountLine, kCountLineCount> lines{};
+#define LUMA_STATS_LINE(name, line, label) \
+  lines[line] = {#name, label, [](const DeviceStats& s) noexcept -> std::uint64_t { return s.name; }};
+  LUMA_CALL_COUNTERS(LUMA_STATS_LINE)
+#undef LUMA_STATS_LINE
+  lines[3] = {"cache_absorbed_calls", "Allocation calls the cache absorbed", absorbed};
+  lines[10] = {"", "Free blocks in the cache",
+               [](const DeviceStats& s) noexcept -> std::uint64_t { return s.free_blocks; }};
+  lines[11] = {"pending_free_blocks", "Freed blocks whose fence is pending",
+               [](const DeviceStats& s) noexcept -> std::uint64_t { return s.pending_free_blocks; }};
+  lines[12] = {"pending_free_bytes", "",
+               [](const DeviceStats& s) noexcept -> std::uint64_t { return s.pending_free_bytes; }};
+  return lines;
+}();
+static_assert(
+    [] {
+      for (const CountLine& l : kCountLines)
+        if (l.value == nullptr) return false;
+      return true;
+    }(),
+    "LUMA_CALL_COUNTERS and the derived lines: every line from 0 to kCountLineCount - 1 exactly once");
+
 std::uint64_t clamp0(std::int64_t v) { return v < 0 ? 0 : static_cast<std::uint64_t>(v); }
 
 // PyTorch's _format_size: the unit follows `pref` (the "all" row of the column), so the
@@ -96,10 +141,6 @@ void counter_line(std::string& out, std::string_view name, std::uint64_t value) 
 }
 
 
-std::uint64_t absorbed(const DeviceStats& s) {
-  return s.alloc_calls > s.num_device_alloc ? s.alloc_calls - s.num_device_alloc : 0;
-}
-
 }  // namespace
 
 std::string json_escape(std::string_view s) {
@@ -148,18 +189,8 @@ std::string format_stats_text(const std::vector<DeviceStats>& devices, const std
                        "Tot Alloc", "Tot Freed");
     rule(out, '-');
     for (const SummaryRow& m : kRows) metric_block(out, s, m);
-    counter_line(out, "Real driver allocations (cudaMalloc)", s.num_device_alloc);
-    counter_line(out, "Real driver frees (cudaFree)", s.num_device_free);
-    counter_line(out, "Allocation calls", s.alloc_calls);
-    counter_line(out, "Allocation calls the cache absorbed", absorbed(s));
-    counter_line(out, "Free calls", s.free_calls);
-    counter_line(out, "Waits for a pending free", s.num_fence_waits);
-    counter_line(out, "empty_cache calls", s.num_empty_cache);
-    counter_line(out, "Invalid frees", s.invalid_frees);
-    counter_line(out, "Driver errors (other than OOM)", s.num_device_errors);
-    counter_line(out, "Context resets (memory went with it)", s.num_context_resets);
-    counter_line(out, "Free blocks in the cache", s.free_blocks);
-    counter_line(out, "Freed blocks whose fence is pending", s.pending_free_blocks);
+    for (const CountLine& l : kCountLines)
+      if (*l.label != '\0') counter_line(out, l.label, l.value(s));
     rule(out, '=');
   }
   return out;
@@ -184,13 +215,9 @@ std::string format_stats_json(const std::vector<DeviceStats>& devices, const std
         "\"cuda_free_calls\": {}, ",
         s.device, r.allocated_bytes, r.reserved_bytes, r.peak_bytes, r.live_blocks, r.free_blocks, r.segments,
         r.cuda_malloc_calls, r.cuda_free_calls);
-    out += fmt::format(
-        "\"peak_reserved_bytes\": {}, \"alloc_calls\": {}, \"free_calls\": {}, \"cache_absorbed_calls\": {}, "
-        "\"num_fence_waits\": {}, \"num_empty_cache\": {}, \"invalid_frees\": {}, \"num_device_errors\": {}, "
-        "\"num_context_resets\": {}, \"pending_free_blocks\": {}, \"pending_free_bytes\": {}, ",
-        s.reserved_bytes.all.peak, s.alloc_calls, s.free_calls, absorbed(s), s.num_fence_waits,
-        s.num_empty_cache, s.invalid_frees, s.num_device_errors, s.num_context_resets,
-        s.pending_free_blocks, s.pending_free_bytes);
+    out += fmt::format("\"peak_reserved_bytes\": {}, ", s.reserved_bytes.all.peak);
+    for (const CountLine& l : kCountLines)
+      if (*l.key != '\0') out += fmt::format("\"{}\": {}, ", l.key, l.value(s));
     // PyTorch's memory_stats(): flat "<metric>.<pool>.<counter>" keys.
     out += "\"memory_stats\": {";
     static constexpr std::array<const char*, 3> pools{"all", "large_pool", "small_pool"};
@@ -205,9 +232,12 @@ std::string format_stats_json(const std::vector<DeviceStats>& devices, const std
                            m.json_name, pools[i], k.current, k.peak, k.allocated, k.freed);
       }
     }
-    out += fmt::format("\"num_alloc_retries\": {}, \"num_ooms\": {}, \"num_device_alloc\": {}, "
-                       "\"num_device_free\": {}}}}}",
-                       s.num_alloc_retries, s.num_ooms, s.num_device_alloc, s.num_device_free);
+    // ... and the counters PyTorch's memory_stats() has at its top level.
+    for (const char* key : kPyTorchCounters)
+      for (const CountLine& l : kCountLines)
+        if (std::string_view(l.key) == key) out += fmt::format("\"{}\": {}, ", key, l.value(s));
+    out.resize(out.size() - 2);  // the last ", "
+    out += "}}";
   }
   out += "]}\n";
   return out;

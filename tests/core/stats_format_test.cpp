@@ -150,5 +150,32 @@ TEST(StatsJson, ManyDevicesAndNoneAreValid) {
   EXPECT_TRUE(j["devices"].empty());
 }
 
+// Every call counter of stats.h reaches both outputs with its own value: the JSON under its
+// name, the text on its labelled line (or in the header, for the two labelled "").
+TEST(StatsCounters, EveryCallCounterIsInTheJsonAndTheText) {
+  DeviceStats s;
+  std::uint64_t v = 1000;
+#define LUMA_SET(name, ...) s.name = v++;
+  LUMA_CALL_COUNTERS(LUMA_SET)
+#undef LUMA_SET
+  const auto j = nlohmann::json::parse(format_stats_json({s}, {}));
+  const std::string text = format_stats_text({s}, {});
+  v = 1000;
+#define LUMA_CHECK(name, line, label)                                                   \
+  EXPECT_EQ(j["devices"][0][#name].get<std::uint64_t>(), v) << #name;                   \
+  if (std::string_view(label).empty()) {                                                \
+    EXPECT_NE(text.find(": " + std::to_string(v)), std::string::npos) << #name;         \
+  } else {                                                                              \
+    const std::size_t at = text.find(label);                                            \
+    ASSERT_NE(at, std::string::npos) << #name;                                          \
+    const std::string line_text = text.substr(at, text.find('\n', at) - at);           \
+    EXPECT_NE(line_text.find(" " + std::to_string(v) + " |"), std::string::npos) << line_text; \
+  }                                                                                     \
+  ++v;
+  LUMA_CALL_COUNTERS(LUMA_CHECK)
+#undef LUMA_CHECK
+  EXPECT_EQ(j["devices"][0]["memory_stats"]["num_ooms"].get<std::uint64_t>(), s.num_ooms);
+}
+
 }  // namespace
 }  // namespace luma::core
