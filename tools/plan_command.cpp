@@ -2,7 +2,10 @@
 // (format detected by content), plan each device, print the strategies' table, write the
 // requested files. Every plan written has passed the planner's checker. With --periodic,
 // each device's repeating period is found and the warm-up plus one period is planned
-// (core/planner/periodic.h); a device without one is an error (exit 1).
+// (core/planner/periodic.h); a device without one is an error (exit 1). Plans made from a
+// luma trace are fence-aware by default (core/planner/fence_slack.h): a freed buffer's
+// bytes are kept out of reuse for --fence-slack allocations, so replay does not wait for
+// the free's fence; --fence-aware off plans the bare lifetimes.
 #include <fmt/core.h>
 #include <sys/stat.h>
 
@@ -20,7 +23,9 @@
 #include "io/output_file.h"
 #include "plan_files.h"
 #include "replay/plan_trace_input.h"
+#include "planner/fence_slack.h"
 #include "planner/input/lifetime_reader.h"
+#include "planner/lower_bound.h"
 #include "planner/periodic.h"
 #include "planner/planner.h"
 #include "planner/planner_constants.h"
@@ -39,6 +44,8 @@ struct PlanOptions {
   std::optional<int> device;
   double time_limit = core::planner::kDefaultTimeLimitSeconds;
   bool periodic = false;
+  std::string fence_aware = "auto";  // auto: on for luma traces, off for other inputs
+  std::uint64_t fence_slack = core::planner::kDefaultFenceSlack;
 };
 
 struct PlanInput {
@@ -175,6 +182,10 @@ void run_plan(const PlanOptions& o) {
     }
     devices = {*o.device};
   }
+  // Fence slack is about replay (which only plans made from a luma trace can drive), so it
+  // is on by default for those only; a planner CSV or an RMM log is planned as given.
+  const bool fence_aware = o.fence_aware == "on" || (o.fence_aware == "auto" && input.fingerprint.has_value());
+  const std::uint64_t slack = fence_aware ? o.fence_slack : 0;
   auto strategy = core::parse_strategy(o.strategy);
   core::SearchOptions search;
   search.time_limit_seconds = o.time_limit;
@@ -185,9 +196,17 @@ void run_plan(const PlanOptions& o) {
     dp.device = d;
     dp.lifetimes = core::lifetimes_of_device(all, d);
     dp.requested = requested_of_device(input, d);
+    const std::uint64_t run_lower_bound = core::lower_bound_bytes(dp.lifetimes);
+    if (slack > 0) {
+      dp.lifetimes = core::with_fence_slack(std::move(dp.lifetimes), slack);
+      dp.fence_slack = core::FenceSlackLayout{slack, run_lower_bound};
+    }
     if (o.periodic) plan_device_periodic(o, dp, *strategy, search);
     else dp.report = core::plan_lifetimes(dp.lifetimes, *strategy, search);
     print_table(o.input, dp);
+    if (dp.fence_slack)
+      fmt::print("  fence slack {} allocations: the run's own lower bound is {} B; arena {:.4f} x that\n", slack,
+                 run_lower_bound, arena_ratio(dp.report.chosen.arena, run_lower_bound));
     plans.push_back(std::move(dp));
   }
   if (devices.empty()) fmt::print("{}: no buffers\n", o.input);
@@ -214,6 +233,15 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--periodic", options->periodic,
                 "find each device's repeating period and plan the warm-up plus one period, to be "
                 "replayed for any number of iterations (exit 1 when there is none)");
+  cmd->add_option("--fence-aware", options->fence_aware,
+                  "on: keep each freed buffer's bytes out of reuse for --fence-slack allocations, so "
+                  "that replay finds the free's fence completed instead of waiting for it; off: plan the "
+                  "lifetimes as recorded; auto (default): on for a luma trace, off for other inputs")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd->add_option("--fence-slack", options->fence_slack,
+                  "allocations of its device a freed buffer's bytes stay out of reuse in a fence-aware "
+                  "plan (default " + std::to_string(core::planner::kDefaultFenceSlack) + ")")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 20));
   cmd->add_option("--strategy", options->strategy,
                   "tlsf: tinygrad's TLSF replay; greedy: greedy-by-size family; best: both "
                   "plus the improvement search (default)")
