@@ -45,7 +45,7 @@ struct PlanOptions {
   double time_limit = core::planner::kDefaultTimeLimitSeconds;
   bool periodic = false;
   std::string fence_aware = "auto";  // auto: on for luma traces, off for other inputs
-  std::uint64_t fence_slack = core::planner::kDefaultFenceSlack;
+  std::string fence_slack = "auto";  // allocations, or auto (the largest within the budget)
 };
 
 struct PlanInput {
@@ -123,12 +123,14 @@ void print_table(const std::string& input, const DevicePlan& dp) {
              arena_ratio(r.chosen.arena, r.lower_bound));
 }
 
-// --periodic: the device's warm-up + one period, planned to repeat (or exit 1).
-void plan_device_periodic(const PlanOptions& o, DevicePlan& dp, core::Strategy strategy,
-                          const core::SearchOptions& search) {
+// --periodic: the device's warm-up + one period, planned to repeat. No period: exit 1, or
+// false when `quiet` (an automatic fence slack then tries a smaller one).
+bool plan_device_periodic(const PlanOptions& o, DevicePlan& dp, core::Strategy strategy,
+                          const core::SearchOptions& search, bool quiet = false) {
   const core::AllocationSequence seq = core::allocation_sequence(dp.lifetimes, dp.requested);
   const core::PeriodSearch found = core::find_period(seq);
   if (!found.found) {
+    if (quiet) return false;
     fail(fmt::format("{}: device {}: {} (--periodic needs a pattern of allocations and frees that "
                      "repeats at least {} times to the end of the trace; plan without --periodic)",
                      o.input, dp.device,
@@ -137,9 +139,6 @@ void plan_device_periodic(const PlanOptions& o, DevicePlan& dp, core::Strategy s
                      core::plan::kMinPeriodRepeats));
   }
   const core::PeriodicPlan pp = core::plan_periodic(dp.lifetimes, seq, *found.found, strategy, search);
-  fmt::print("{}: device {}: period of {} allocations after a warm-up of {} ({} full periods captured; cut "
-             "where {} are live across the period boundary)\n",
-             o.input, dp.device, pp.period, pp.warmup, pp.captured_iterations, core::format_bytes(pp.boundary_bytes));
   core::PeriodicLayout layout;
   layout.warmup = pp.warmup;
   layout.period = pp.period;
@@ -150,6 +149,7 @@ void plan_device_periodic(const PlanOptions& o, DevicePlan& dp, core::Strategy s
   dp.lifetimes = pp.slots;
   dp.requested = pp.slot_key;
   dp.report = pp.report;
+  return true;
 }
 
 void run_plan(const PlanOptions& o) {
@@ -185,7 +185,10 @@ void run_plan(const PlanOptions& o) {
   // Fence slack is about replay (which only plans made from a luma trace can drive), so it
   // is on by default for those only; a planner CSV or an RMM log is planned as given.
   const bool fence_aware = o.fence_aware == "on" || (o.fence_aware == "auto" && input.fingerprint.has_value());
-  const std::uint64_t slack = fence_aware ? o.fence_slack : 0;
+  const bool auto_slack = o.fence_slack == "auto";
+  const std::uint64_t max_slack = !fence_aware ? 0
+                                  : auto_slack ? core::planner::kMaxAutoFenceSlack
+                                               : std::stoull(o.fence_slack);
   auto strategy = core::parse_strategy(o.strategy);
   core::SearchOptions search;
   search.time_limit_seconds = o.time_limit;
@@ -194,19 +197,45 @@ void run_plan(const PlanOptions& o) {
   for (int d : devices) {
     DevicePlan dp;
     dp.device = d;
-    dp.lifetimes = core::lifetimes_of_device(all, d);
-    dp.requested = requested_of_device(input, d);
-    const std::uint64_t run_lower_bound = core::lower_bound_bytes(dp.lifetimes);
-    if (slack > 0) {
-      dp.lifetimes = core::with_fence_slack(std::move(dp.lifetimes), slack);
+    const std::vector<core::Lifetime> bare = core::lifetimes_of_device(all, d);
+    const std::uint64_t run_lower_bound = core::lower_bound_bytes(bare);
+    // Fence slack: the one asked for, or (auto) the largest up to kMaxAutoFenceSlack whose
+    // arena stays within kFenceSlackArenaBudget of the run's own lower bound; else none.
+    bool planned = false;
+    for (std::uint64_t slack = max_slack; slack > 0 && !planned; --slack) {
+      dp.lifetimes = core::with_fence_slack(bare, slack);
+      dp.requested = requested_of_device(input, d);
+      dp.periodic.reset();
+      if (o.periodic) {
+        if (!plan_device_periodic(o, dp, *strategy, search, /*quiet=*/auto_slack)) continue;
+      } else {
+        dp.report = core::plan_lifetimes(dp.lifetimes, *strategy, search);
+      }
+      if (auto_slack && static_cast<double>(dp.report.chosen.arena) >
+                            core::planner::kFenceSlackArenaBudget * static_cast<double>(run_lower_bound))
+        continue;
       dp.fence_slack = core::FenceSlackLayout{slack, run_lower_bound};
+      planned = true;
     }
-    if (o.periodic) plan_device_periodic(o, dp, *strategy, search);
-    else dp.report = core::plan_lifetimes(dp.lifetimes, *strategy, search);
+    if (!planned) {
+      dp.lifetimes = bare;
+      dp.requested = requested_of_device(input, d);
+      dp.periodic.reset();
+      if (o.periodic) plan_device_periodic(o, dp, *strategy, search);
+      else dp.report = core::plan_lifetimes(dp.lifetimes, *strategy, search);
+    }
+    if (dp.periodic)
+      fmt::print("{}: device {}: period of {} allocations after a warm-up of {} ({} full periods captured; cut "
+                 "where {} are live across the period boundary)\n",
+                 o.input, dp.device, dp.periodic->period, dp.periodic->warmup, dp.periodic->captured_iterations,
+                 core::format_bytes(dp.periodic->boundary_bytes));
     print_table(o.input, dp);
     if (dp.fence_slack)
-      fmt::print("  fence slack {} allocations: the run's own lower bound is {} B; arena {:.4f} x that\n", slack,
-                 run_lower_bound, arena_ratio(dp.report.chosen.arena, run_lower_bound));
+      fmt::print("  fence-aware: freed bytes kept {} allocations; the run's own lower bound is {} B, arena {:.4f} x that\n",
+                 dp.fence_slack->allocations, run_lower_bound, arena_ratio(dp.report.chosen.arena, run_lower_bound));
+    else if (fence_aware)
+      fmt::print("  fence-aware: no slack of 1..{} allocations keeps the arena within {:.2f} x the lower bound; "
+                 "planned without\n", max_slack, core::planner::kFenceSlackArenaBudget);
     plans.push_back(std::move(dp));
   }
   if (devices.empty()) fmt::print("{}: no buffers\n", o.input);
@@ -240,8 +269,15 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "on", "off"}));
   cmd->add_option("--fence-slack", options->fence_slack,
                   "allocations of its device a freed buffer's bytes stay out of reuse in a fence-aware "
-                  "plan (default " + std::to_string(core::planner::kDefaultFenceSlack) + ")")
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 20));
+                  "plan, or auto (default): the largest up to " + std::to_string(core::planner::kMaxAutoFenceSlack) +
+                  " whose arena stays within " + fmt::format("{:.2f}", core::planner::kFenceSlackArenaBudget) +
+                  " x the run's lower bound (none when even 1 does not)")
+      ->check([](const std::string& v) -> std::string {
+        if (v == "auto") return "";
+        if (v.empty() || v.size() > 7 || v.find_first_not_of("0123456789") != std::string::npos || std::stoull(v) == 0)
+          return "must be auto or a number of allocations from 1 to 9999999";
+        return "";
+      });
   cmd->add_option("--strategy", options->strategy,
                   "tlsf: tinygrad's TLSF replay; greedy: greedy-by-size family; best: both "
                   "plus the improvement search (default)")
