@@ -20,6 +20,7 @@ struct DevicePlan {
   // size), and the layout of a periodic plan (lifetimes are then its warm-up + one period).
   std::vector<std::uint64_t> requested;
   std::optional<core::PeriodicLayout> periodic;
+  std::optional<core::FenceSlackLayout> fence_slack;  // a fence-aware plan (lifetimes extended)
 };
 
 // arena / lower bound; 1 when both are 0 (nothing to place).

@@ -2,7 +2,10 @@
 // (format detected by content), plan each device, print the strategies' table, write the
 // requested files. Every plan written has passed the planner's checker. With --periodic,
 // each device's repeating period is found and the warm-up plus one period is planned
-// (core/planner/periodic.h); a device without one is an error (exit 1).
+// (core/planner/periodic.h); a device without one is an error (exit 1). Plans made from a
+// luma trace are fence-aware by default (core/planner/fence_slack.h): a freed buffer's
+// bytes are kept out of reuse for --fence-slack allocations, so replay does not wait for
+// the free's fence; --fence-aware off plans the bare lifetimes.
 #include <fmt/core.h>
 #include <sys/stat.h>
 
@@ -20,7 +23,9 @@
 #include "io/output_file.h"
 #include "plan_files.h"
 #include "replay/plan_trace_input.h"
+#include "planner/fence_slack.h"
 #include "planner/input/lifetime_reader.h"
+#include "planner/lower_bound.h"
 #include "planner/periodic.h"
 #include "planner/planner.h"
 #include "planner/planner_constants.h"
@@ -39,6 +44,8 @@ struct PlanOptions {
   std::optional<int> device;
   double time_limit = core::planner::kDefaultTimeLimitSeconds;
   bool periodic = false;
+  std::string fence_aware = "auto";  // auto: on for luma traces, off for other inputs
+  std::string fence_slack = "auto";  // allocations, or auto (the largest within the budget)
 };
 
 struct PlanInput {
@@ -116,12 +123,14 @@ void print_table(const std::string& input, const DevicePlan& dp) {
              arena_ratio(r.chosen.arena, r.lower_bound));
 }
 
-// --periodic: the device's warm-up + one period, planned to repeat (or exit 1).
-void plan_device_periodic(const PlanOptions& o, DevicePlan& dp, core::Strategy strategy,
-                          const core::SearchOptions& search) {
+// --periodic: the device's warm-up + one period, planned to repeat. No period: exit 1, or
+// false when `quiet` (an automatic fence slack then tries a smaller one).
+bool plan_device_periodic(const PlanOptions& o, DevicePlan& dp, core::Strategy strategy,
+                          const core::SearchOptions& search, bool quiet = false) {
   const core::AllocationSequence seq = core::allocation_sequence(dp.lifetimes, dp.requested);
   const core::PeriodSearch found = core::find_period(seq);
   if (!found.found) {
+    if (quiet) return false;
     fail(fmt::format("{}: device {}: {} (--periodic needs a pattern of allocations and frees that "
                      "repeats at least {} times to the end of the trace; plan without --periodic)",
                      o.input, dp.device,
@@ -130,9 +139,6 @@ void plan_device_periodic(const PlanOptions& o, DevicePlan& dp, core::Strategy s
                      core::plan::kMinPeriodRepeats));
   }
   const core::PeriodicPlan pp = core::plan_periodic(dp.lifetimes, seq, *found.found, strategy, search);
-  fmt::print("{}: device {}: period of {} allocations after a warm-up of {} ({} full periods captured; cut "
-             "where {} are live across the period boundary)\n",
-             o.input, dp.device, pp.period, pp.warmup, pp.captured_iterations, core::format_bytes(pp.boundary_bytes));
   core::PeriodicLayout layout;
   layout.warmup = pp.warmup;
   layout.period = pp.period;
@@ -143,6 +149,7 @@ void plan_device_periodic(const PlanOptions& o, DevicePlan& dp, core::Strategy s
   dp.lifetimes = pp.slots;
   dp.requested = pp.slot_key;
   dp.report = pp.report;
+  return true;
 }
 
 void run_plan(const PlanOptions& o) {
@@ -175,6 +182,13 @@ void run_plan(const PlanOptions& o) {
     }
     devices = {*o.device};
   }
+  // Fence slack is about replay (which only plans made from a luma trace can drive), so it
+  // is on by default for those only; a planner CSV or an RMM log is planned as given.
+  const bool fence_aware = o.fence_aware == "on" || (o.fence_aware == "auto" && input.fingerprint.has_value());
+  const bool auto_slack = o.fence_slack == "auto";
+  const std::uint64_t max_slack = !fence_aware ? 0
+                                  : auto_slack ? core::planner::kMaxAutoFenceSlack
+                                               : std::stoull(o.fence_slack);
   auto strategy = core::parse_strategy(o.strategy);
   core::SearchOptions search;
   search.time_limit_seconds = o.time_limit;
@@ -183,11 +197,45 @@ void run_plan(const PlanOptions& o) {
   for (int d : devices) {
     DevicePlan dp;
     dp.device = d;
-    dp.lifetimes = core::lifetimes_of_device(all, d);
-    dp.requested = requested_of_device(input, d);
-    if (o.periodic) plan_device_periodic(o, dp, *strategy, search);
-    else dp.report = core::plan_lifetimes(dp.lifetimes, *strategy, search);
+    const std::vector<core::Lifetime> bare = core::lifetimes_of_device(all, d);
+    const std::uint64_t run_lower_bound = core::lower_bound_bytes(bare);
+    // Fence slack: the one asked for, or (auto) the largest up to kMaxAutoFenceSlack whose
+    // arena stays within kFenceSlackArenaBudget of the run's own lower bound; else none.
+    bool planned = false;
+    for (std::uint64_t slack = max_slack; slack > 0 && !planned; --slack) {
+      dp.lifetimes = core::with_fence_slack(bare, slack);
+      dp.requested = requested_of_device(input, d);
+      dp.periodic.reset();
+      if (o.periodic) {
+        if (!plan_device_periodic(o, dp, *strategy, search, /*quiet=*/auto_slack)) continue;
+      } else {
+        dp.report = core::plan_lifetimes(dp.lifetimes, *strategy, search);
+      }
+      if (auto_slack && static_cast<double>(dp.report.chosen.arena) >
+                            core::planner::kFenceSlackArenaBudget * static_cast<double>(run_lower_bound))
+        continue;
+      dp.fence_slack = core::FenceSlackLayout{slack, run_lower_bound};
+      planned = true;
+    }
+    if (!planned) {
+      dp.lifetimes = bare;
+      dp.requested = requested_of_device(input, d);
+      dp.periodic.reset();
+      if (o.periodic) plan_device_periodic(o, dp, *strategy, search);
+      else dp.report = core::plan_lifetimes(dp.lifetimes, *strategy, search);
+    }
+    if (dp.periodic)
+      fmt::print("{}: device {}: period of {} allocations after a warm-up of {} ({} full periods captured; cut "
+                 "where {} are live across the period boundary)\n",
+                 o.input, dp.device, dp.periodic->period, dp.periodic->warmup, dp.periodic->captured_iterations,
+                 core::format_bytes(dp.periodic->boundary_bytes));
     print_table(o.input, dp);
+    if (dp.fence_slack)
+      fmt::print("  fence-aware: freed bytes kept {} allocations; the run's own lower bound is {} B, arena {:.4f} x that\n",
+                 dp.fence_slack->allocations, run_lower_bound, arena_ratio(dp.report.chosen.arena, run_lower_bound));
+    else if (fence_aware)
+      fmt::print("  fence-aware: no slack of 1..{} allocations keeps the arena within {:.2f} x the lower bound; "
+                 "planned without\n", max_slack, core::planner::kFenceSlackArenaBudget);
     plans.push_back(std::move(dp));
   }
   if (devices.empty()) fmt::print("{}: no buffers\n", o.input);
@@ -214,6 +262,22 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--periodic", options->periodic,
                 "find each device's repeating period and plan the warm-up plus one period, to be "
                 "replayed for any number of iterations (exit 1 when there is none)");
+  cmd->add_option("--fence-aware", options->fence_aware,
+                  "on: keep each freed buffer's bytes out of reuse for --fence-slack allocations, so "
+                  "that replay finds the free's fence completed instead of waiting for it; off: plan the "
+                  "lifetimes as recorded; auto (default): on for a luma trace, off for other inputs")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd->add_option("--fence-slack", options->fence_slack,
+                  "allocations of its device a freed buffer's bytes stay out of reuse in a fence-aware "
+                  "plan, or auto (default): the largest up to " + std::to_string(core::planner::kMaxAutoFenceSlack) +
+                  " whose arena stays within " + fmt::format("{:.2f}", core::planner::kFenceSlackArenaBudget) +
+                  " x the run's lower bound (none when even 1 does not)")
+      ->check([](const std::string& v) -> std::string {
+        if (v == "auto") return "";
+        if (v.empty() || v.size() > 7 || v.find_first_not_of("0123456789") != std::string::npos || std::stoull(v) == 0)
+          return "must be auto or a number of allocations from 1 to 9999999";
+        return "";
+      });
   cmd->add_option("--strategy", options->strategy,
                   "tlsf: tinygrad's TLSF replay; greedy: greedy-by-size family; best: both "
                   "plus the improvement search (default)")

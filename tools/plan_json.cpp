@@ -31,6 +31,7 @@ void write_plan_json(const std::string& path, const std::string& input,
     for (const core::StrategyRun& run : dp.report.runs)
       dev.strategies.push_back({run.plan.strategy, run.plan.arena, run.seconds});
     dev.periodic = dp.periodic;
+    dev.fence_slack = dp.fence_slack;
     dev.allocations.reserve(dp.lifetimes.size());
     for (std::size_t i = 0; i < dp.lifetimes.size(); ++i) {
       const core::Lifetime& lt = dp.lifetimes[i];

@@ -71,6 +71,15 @@ inline constexpr std::size_t kGreedyAllOrdersMaxBuffers = 100000;
 // width at the median lifetime most buffers touch 2-3. Inputs that would need more entries
 // than this per buffer (many long lifetimes) use the overlap tree instead.
 inline constexpr std::uint64_t kBucketEntriesPerBuffer = 8;
+// Fence-aware plans (fence_slack.h, `luma plan --fence-slack auto`): a freed buffer's bytes
+// stay out of reuse for L allocations of its device; replay records the fence of a burst of
+// frees L allocations before its bytes are needed, so L is the time that fence has to
+// complete. Auto takes the largest L up to kMaxAutoFenceSlack whose arena stays within
+// kFenceSlackArenaBudget x the run's own lower bound (the bound: a little arena for
+// fewer waits), trying each L from the top (one planning per L). Measured on the sample loop
+// in docs/planner.md ("Fence-aware plans"): L = 2 costs 1 % there, L = 3 14 %.
+inline constexpr std::uint64_t kMaxAutoFenceSlack = 4;
+inline constexpr double kFenceSlackArenaBudget = 1.10;
 // The search's pseudo-random generator is seeded with this so a run is reproducible.
 inline constexpr std::uint64_t kSearchSeed = 0x6c756d61;  // "luma"
 

@@ -198,6 +198,14 @@ DevicePlanFile read_device(const Json& j, const Where& at) {
     if (const Json* v = optional_member(*p, "boundary_bytes")) l.boundary_bytes = as_uint(*v, w["boundary_bytes"]);
     d.periodic = l;
   }
+  if (const Json* f = optional_member(j, "fence_slack")) {
+    const Where w = at["fence_slack"];
+    expect_object(*f, w);
+    FenceSlackLayout l;
+    l.allocations = uint_field(*f, "allocations", w);
+    if (const Json* v = optional_member(*f, "run_lower_bound")) l.run_lower_bound = as_uint(*v, w["run_lower_bound"]);
+    d.fence_slack = l;
+  }
   return d;
 }
 
@@ -319,6 +327,12 @@ std::string format_plan_file(const PlanFile& plan) {
                          {"detected_warmup", l.detected_warmup},
                          {"captured_iterations", l.captured_iterations},
                          {"boundary_bytes", l.boundary_bytes}};
+    }
+    if (d.fence_slack) {
+      const FenceSlackLayout& l = *d.fence_slack;
+      dev["fence_slack"] = {{"allocations", l.allocations},
+                            {"run_lower_bound", l.run_lower_bound},
+                            {"arena_over_run_lower_bound", arena_over_lower_bound(d.arena, l.run_lower_bound)}};
     }
     auto& allocs = dev["allocations"] = OrderedJson::array();
     for (std::size_t k = 0; k < d.allocations.size(); ++k) {

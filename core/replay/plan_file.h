@@ -47,6 +47,17 @@ struct PeriodicLayout {
   std::uint64_t boundary_bytes = 0;       // bytes live across the period boundary
 };
 
+// A fence-aware plan (core/planner/fence_slack.h): every freed buffer's bytes were kept out
+// of reuse for `allocations` allocations of the device after its free, so that replay finds
+// the free's fence completed instead of waiting for it. Replay uses `allocations` to record
+// each burst's fence that many allocations before its bytes are needed (plan_replay.h);
+// a wrong value costs waits, never safety.
+struct FenceSlackLayout {
+  std::uint64_t allocations = 0;        // the slack L
+  std::uint64_t run_lower_bound = 0;    // peak live bytes of the run itself (no slack): the
+                                        // arena's true lower bound, which slack costs above
+};
+
 struct StrategyResult {
   std::string strategy;
   std::uint64_t arena = 0;
@@ -61,6 +72,7 @@ struct DevicePlanFile {
   std::string strategy;
   std::vector<StrategyResult> strategies;
   std::optional<PeriodicLayout> periodic;
+  std::optional<FenceSlackLayout> fence_slack;
   std::vector<PlannedAllocation> allocations;
 };
 

@@ -142,6 +142,27 @@ PlanReplay::PlanReplay(Device& device, int device_index, const DevicePlanFile& p
     }
     steady_start_.push_back(static_cast<std::uint32_t>(steady_pred_.size()));
   }
+  if (plan.fence_slack && plan.fence_slack->allocations > 0) {
+    lead_ = plan.fence_slack->allocations;
+    // Slot p's next use: the nearest later slot s whose bytes p last held, counted in
+    // allocations. First pass: s - p. Steady lists (periodic): s's instance in the period's
+    // second iteration is s + P, and p's the latest instance before it (p itself for a
+    // warm-up slot, or p's previous-period instance when p >= s). Taking the minimum over
+    // both passes can only close epochs earlier than needed, which is always safe.
+    next_use_.assign(n, kNever);
+    for (std::size_t s = 0; s < n; ++s)
+      for (std::uint32_t i = first_start_[s]; i < first_start_[s + 1]; ++i)
+        next_use_[first_pred_[i]] = std::min<std::uint64_t>(next_use_[first_pred_[i]], s - first_pred_[i]);
+    if (period_ > 0) {
+      for (std::uint64_t s = warmup_; s < n; ++s) {
+        for (std::uint32_t i = steady_start_[s - warmup_]; i < steady_start_[s - warmup_ + 1]; ++i) {
+          const std::uint64_t p = steady_pred_[i];
+          const std::uint64_t dist = p < warmup_ ? s + period_ - p : (p < s ? s - p : s + period_ - p);
+          next_use_[p] = std::min(next_use_[p], dist);
+        }
+      }
+    }
+  }
   state_.assign(n, SlotState::free);
   instance_.assign(n, 0);
   epoch_of_.assign(n, 0);
@@ -242,7 +263,11 @@ ReplayAllocation PlanReplay::allocate(std::size_t bytes) noexcept {
   // than when their bytes are needed: a fence recorded at reuse time would cover all the
   // work issued until then, and waiting for it would drain the GPU; recorded now, it is
   // usually long complete when a later planned allocation reuses those bytes.
-  if (open_.head != kNone) close_open_epoch();
+  // Fence-aware plans: only once some freed bytes are needed within lead_ allocations
+  // (later frees join the same fence meanwhile); make_free below closes it in any case
+  // before a pending block's bytes are handed out.
+  if (open_.head != kNone && (lead_ == kNever || open_.deadline <= k || open_.deadline - k <= lead_))
+    close_open_epoch();
   if (!closed_.empty()) process_events();
   for (const std::uint32_t* p = preds; p != preds_end; ++p) {
     if (state_[*p] == SlotState::pending && !make_free(*p)) {
@@ -300,6 +325,8 @@ FreeStatus PlanReplay::free(void* ptr) noexcept {
   open_.head = slot;
   ++open_.blocks;
   open_.bytes += size_[slot];
+  if (!next_use_.empty() && next_use_[slot] != kNever)
+    open_.deadline = std::min(open_.deadline, instance_[slot] + next_use_[slot]);
   if (fence_mode_ == FenceMode::per_free || open_.blocks >= epoch_max_blocks_ || open_.bytes >= epoch_max_bytes_)
     close_open_epoch();
   return FreeStatus::ok;
@@ -371,6 +398,7 @@ void PlanReplay::drop_device_memory() noexcept {
   open_.head = kNone;
   open_.blocks = 0;
   open_.bytes = 0;
+  open_.deadline = kNever;
   for (std::uint32_t s = 0; s < state_.size(); ++s) {
     if (state_[s] != SlotState::live) continue;
     const std::uintptr_t addr = base_ + offset_[s];

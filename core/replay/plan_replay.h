@@ -107,7 +107,9 @@ class PlanReplay {
     std::uint32_t head = kNone;  // slots chained through epoch_next_
     std::uint32_t blocks = 0;
     std::uint64_t bytes = 0;
+    std::uint64_t deadline = kNever;  // the earliest sequence number that needs its bytes
   };
+  static constexpr std::uint64_t kNever = ~std::uint64_t{0};
 
   std::uint32_t slot_for(std::uint64_t sequence) const noexcept;
   ReplayAllocation diverge(Divergence d) noexcept;
@@ -144,6 +146,14 @@ class PlanReplay {
   // first pass over the slots, and (periodic) for the period's later iterations.
   std::vector<std::uint32_t> first_start_, first_pred_;
   std::vector<std::uint32_t> steady_start_, steady_pred_;
+  // Fence-aware plans (fence_slack in the plan file): how many allocations after a slot's
+  // own allocation the first later allocation on its bytes comes (kNever: none), and how
+  // many allocations ahead of that need the open epoch's fence is recorded (lead_). The
+  // frees of a burst join the open epoch until one of them is needed within lead_
+  // allocations, so one fence covers as many frees as the plan's slack allows. Plain plans
+  // have lead_ = kNever: the fence is recorded at the next allocation after a burst.
+  std::vector<std::uint64_t> next_use_;
+  std::uint64_t lead_ = kNever;
   Divergence incompatible_;  // reason != none: the plan cannot be served at all
 
   // Run state.

@@ -1702,6 +1702,76 @@ int mode_train(int argc, char**) {
   return 0;
 }
 
+// train-streams: a training loop whose work runs on two non-blocking streams, as a program
+// that overlaps two pipelines does (the multi-stream loop of scripts/bench-replay). Two
+// weights; each step, per stream: an activation, a workspace and a temporary, the
+// temporary freed while its stream's work may still be queued (so a cache or a plan must
+// wait for that work before reusing it: luma's fences), then an output; the work is
+// memsetAsync on the stream, both streams are synchronized, one byte of each buffer is
+// read back into the checksum, and everything is freed interleaved across the streams.
+// LUMA_TEST_STEPS (default 20) and LUMA_TEST_DATA=0 (no work, allocations only), as train.
+int mode_train_streams(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const char* steps_env = std::getenv("LUMA_TEST_STEPS");
+  const size_t steps = steps_env != nullptr ? parse(steps_env, "LUMA_TEST_STEPS") : 20;
+  const char* data_env = std::getenv("LUMA_TEST_DATA");
+  const bool data = data_env == nullptr || std::strcmp(data_env, "0") != 0;
+  uint64_t addr_hash = 1469598103934665603ull;  // FNV-1a over the addresses
+  auto alloc = [&](size_t n) {
+    void* p = nullptr;
+    ok(A.alloc(&p, n), "alloc");
+    const auto a = reinterpret_cast<uint64_t>(p);
+    for (int i = 0; i < 8; ++i) addr_hash = (addr_hash ^ ((a >> (8 * i)) & 0xff)) * 1099511628211ull;
+    return p;
+  };
+  void* stream[2] = {};
+  for (void*& s : stream) ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  void* weights[2] = {alloc(4 * kMiB + 100), alloc(100000)};
+  constexpr size_t kAct = 2 * kMiB, kWorkspace = 4 * kMiB, kTemp = 30000, kOut = 64 * 1024;
+  uint64_t total = 0;
+  unsigned char byte = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t step = 0; step < steps; ++step) {
+    void* act[2] = {};
+    void* ws[2] = {};
+    void* out[2] = {};
+    for (int i = 0; i < 2; ++i) {
+      act[i] = alloc(kAct + 1000 * static_cast<size_t>(i));
+      ws[i] = alloc(kWorkspace);
+      void* temp = alloc(kTemp);
+      const int v = static_cast<int>((step * 2 + static_cast<size_t>(i)) & 0xff);
+      if (data) {
+        ok(A.memset_async(temp, v, kTemp, stream[i]), "memsetAsync temp");
+        ok(A.memset_async(act[i], v, kAct, stream[i]), "memsetAsync activation");
+        ok(A.memset_async(ws[i], v ^ 0x5a, kWorkspace, stream[i]), "memsetAsync workspace");
+      }
+      ok(A.free(temp), "free temp");  // its stream may still be writing it
+      out[i] = alloc(kOut);
+      if (data) ok(A.memset_async(out[i], v ^ 0x33, kOut, stream[i]), "memsetAsync output");
+    }
+    uint64_t sum = 0;
+    for (int i = 0; i < 2 && data; ++i) {
+      ok(A.stream_sync(stream[i]), "stream sync");
+      for (void* p : {act[i], ws[i], out[i]}) {
+        ok(A.dtoh(&byte, p, 1), "dtoh");
+        sum = sum * 31 + byte;
+      }
+    }
+    for (void* p : {act[1], ws[0], out[1], act[0], out[0], ws[1]}) ok(A.free(p), "free");
+    total = total * 1000003 + sum;
+    if (data) std::printf("train-streams: step %zu checksum %016" PRIx64 "\n", step, sum);
+  }
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  for (void* w : weights) ok(A.free(w), "free weights");
+  for (void* s : stream) ok(A.stream_destroy(s), "stream destroy");
+  std::printf("train-streams: %zu steps, checksum %016" PRIx64 ", addresses %016" PRIx64
+              ", %lld ns/step\n",
+              steps, total, addr_hash, steps > 0 ? static_cast<long long>(ns) / static_cast<long long>(steps) : 0LL);
+  return 0;
+}
+
 struct Mode {
   const char* name;
   const char* args;
@@ -1746,6 +1816,7 @@ const Mode kModes[] = {
     {"capture-invalidated-free", "", mode_capture_invalidated_free},
     {"capture-blocking", "", mode_capture_blocking},
     {"train", "(LUMA_TEST_STEPS, LUMA_TEST_DIVERGE_AT, LUMA_TEST_ADDR_LOG)", mode_train},
+    {"train-streams", "(LUMA_TEST_STEPS, LUMA_TEST_DATA)", mode_train_streams},
 };
 
 int usage() {

@@ -107,6 +107,35 @@ TEST(ReplayCli, APlainPlanOfATraceCarriesWhatReplayNeeds) {
   EXPECT_EQ(replay.allocator(0).replay_stats().served, 12u);
 }
 
+// Fence-aware plans (docs/planner.md): --fence-slack N is recorded in the plan file and the
+// plan still replays the program; --fence-aware off gives the plain plan; bad values are
+// usage errors.
+TEST(ReplayCli, FenceSlackIsRecordedAndTheOptionsAreChecked) {
+  const fs::path trace = scratch() / "slack.trace";
+  const fs::path json = scratch() / "slack.json";
+  testing::capture_sample(trace.string(), 1, 5, {"./sample", "--steps", "5"});
+  LumaRun r = luma("plan " + trace.string() + " --periodic --fence-slack 2 --strategy greedy -o " + json.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("fence-aware: freed bytes kept 2 allocations"), std::string::npos) << r.output;
+  PlanFile plan = read_plan_file(json.string());
+  ASSERT_TRUE(plan.devices[0].fence_slack);
+  EXPECT_EQ(plan.devices[0].fence_slack->allocations, 2u);
+  EXPECT_GT(plan.devices[0].fence_slack->run_lower_bound, 0u);
+  EXPECT_GE(plan.devices[0].arena, plan.devices[0].fence_slack->run_lower_bound);
+  testing::HostMemory plain(1, nullptr);
+  const std::vector<std::uint64_t> expected = testing::run_sample_program(plain, 1, 20);
+  testing::HostMemory replay(1, &plan);
+  EXPECT_EQ(testing::run_sample_program(replay, 1, 20), expected);
+  EXPECT_TRUE(replay.allocator(0).replay_stats().followed());
+
+  r = luma("plan " + trace.string() + " --periodic --fence-aware off --strategy greedy -o " + json.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("fence-aware"), std::string::npos) << r.output;
+  EXPECT_FALSE(read_plan_file(json.string()).devices[0].fence_slack);
+  for (const char* bad : {"--fence-slack 0", "--fence-slack x", "--fence-slack -1", "--fence-aware maybe"})
+    EXPECT_EQ(luma("plan " + trace.string() + " " + bad).code, 2) << bad;
+}
+
 // Warm-up: three buffers kept to the end; then 20 steps of five allocations, one of them
 // live across the step boundary (the planner CSV MiniMalloc reads).
 std::string periodic_csv() {

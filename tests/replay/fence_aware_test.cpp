@@ -1,0 +1,224 @@
+// fence_aware_test.cpp - fence-aware plans (core/planner/fence_slack.h, `luma plan
+// --fence-slack`): lifetimes extended by L allocations of their device; a plan made from
+// them never places a buffer on bytes freed fewer than L allocations before it (the free's
+// fence has had L allocations to complete), on random programs and on the sample training
+// loop, whole-run and periodic; the arena cost on the sample loop stays within 1.10 x the
+// run's lower bound; the plan file keeps the slack; and replay of such a plan records one
+// fence per burst only when its bytes are needed within L allocations.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "host_device.h"
+#include "planner/fence_slack.h"
+#include "planner/lower_bound.h"
+#include "planner/periodic.h"
+#include "planner/planner.h"
+#include "replay/plan_file.h"
+#include "replay/plan_replay.h"
+#include "replay_test_util.h"
+
+namespace luma::core {
+namespace {
+
+Lifetime life(std::uint64_t lower, std::uint64_t upper, std::uint64_t size, int device = 0) {
+  Lifetime l;
+  l.id = std::to_string(lower);
+  l.lower = lower;
+  l.upper = upper;
+  l.size = size;
+  l.alignment = 256;
+  l.device = device;
+  return l;
+}
+
+SearchOptions quick() {
+  SearchOptions s;
+  s.time_limit_seconds = 0.2;
+  return s;
+}
+
+TEST(FenceSlack, KeepsFreedBytesForTheNextLAllocationsOfTheDevice) {
+  // Trace time (event indices, both devices interleaved): device 0 allocates at 0, 2, 5, 7, 9.
+  std::vector<Lifetime> in = {life(0, 3, 256), life(2, 10, 256), life(5, 6, 256), life(7, 8, 256),
+                              life(9, 11, 256), life(1, 4, 256, 1), life(4, 12, 256, 1)};
+  const std::vector<Lifetime> out = with_fence_slack(in, 2);
+  // Freed at 3: the next allocation is 5, so 5 and 7 may not take its bytes: upper = 9.
+  EXPECT_EQ(out[0].upper, 9u);
+  // Freed at 10, after the device's last allocation: nothing later can reuse it anyway.
+  EXPECT_EQ(out[1].upper, 10u);
+  EXPECT_EQ(out[2].upper, 9 + 1u);  // freed at 6: 7 and 9 kept out, past the last one
+  EXPECT_EQ(out[4].upper, 11u);     // live to the end: unchanged
+  // Device 1 counts its own allocations (1 and 4): its free at 4 comes before its
+  // allocation at 4, which is kept out, and there is none after.
+  EXPECT_EQ(out[5].upper, 5u);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(out[i].lower, in[i].lower);
+    EXPECT_EQ(out[i].size, in[i].size);
+    EXPECT_GE(out[i].upper, in[i].upper);
+  }
+  EXPECT_EQ(with_fence_slack(in, 0)[0].upper, 3u);  // no slack: the lifetimes as given
+}
+
+TEST(FenceSlack, MinReuseGapCountsAllocationsFromTheFirstAfterTheFree) {
+  // 0 freed before allocation 2 (time 2); 2 reuses its bytes at once (gap 0); 3 reuses the
+  // bytes of 1 (freed before 3) at once too; with 3 placed elsewhere only 2's reuse counts.
+  std::vector<Lifetime> ls = {life(0, 2, 256), life(1, 3, 256), life(2, 4, 256), life(3, 4, 256), life(4, 5, 256)};
+  EXPECT_EQ(min_reuse_gap(ls, {0, 256, 0, 256, 512}), 0u);
+  // 4 on 0's bytes: 0 was freed before 2, so 2 and 3 came between: gap 2.
+  EXPECT_EQ(min_reuse_gap(ls, {0, 256, 512, 768, 0}), 2u);
+  EXPECT_EQ(min_reuse_gap(ls, {0, 256, 512, 768, 1024}), ~std::uint64_t{0});
+}
+
+// Random programs in allocation time: a planned buffer never lands on bytes freed fewer
+// than L allocations before it, and the plain plan does (so the check can fail).
+TEST(FenceSlack, PlansNeverReuseBytesWithinTheSlack) {
+  std::mt19937_64 rng(7);
+  bool plain_reused_early = false;
+  for (int round = 0; round < 30; ++round) {
+    const std::size_t n = 20 + rng() % 40;
+    std::vector<Lifetime> ls;
+    for (std::size_t k = 0; k < n; ++k)
+      ls.push_back(life(k, k + 1 + rng() % 6, 256 * (1 + rng() % 16)));
+    for (Lifetime& l : ls) l.upper = std::min<std::uint64_t>(l.upper, n);
+    const Plan plain = plan_lifetimes(ls, Strategy::greedy, quick()).chosen;
+    if (min_reuse_gap(ls, plain.offsets) == 0) plain_reused_early = true;
+    for (std::uint64_t slack : {1, 2, 3}) {
+      const PlanReport r = plan_lifetimes(with_fence_slack(ls, slack), Strategy::greedy, quick());
+      EXPECT_GE(min_reuse_gap(ls, r.chosen.offsets), slack) << "round " << round << ", slack " << slack;
+      EXPECT_GE(r.chosen.arena, lower_bound_bytes(ls));
+    }
+  }
+  EXPECT_TRUE(plain_reused_early);
+}
+
+// The sample training loop of tests/programs/workload.cpp (mode train) in allocation time:
+// 3 weights, then per step 4 activations, a workspace, a temporary, freed, a second
+// temporary, then all six freed.
+std::vector<Lifetime> sample_loop(std::size_t steps) {
+  const std::uint64_t kMiB = 1 << 20;
+  auto r = [](std::uint64_t b) { return (b + 255) / 256 * 256; };
+  std::vector<Lifetime> ls;
+  std::uint64_t t = 0;
+  const std::uint64_t end = 3 + 7 * steps;
+  for (std::uint64_t w : {3 * kMiB + 1000, std::uint64_t{200000}, std::uint64_t{5000}}) ls.push_back(life(t++, end, r(w)));
+  for (std::size_t s = 0; s < steps; ++s) {
+    const std::uint64_t start = t, step_end = start + 7;
+    for (std::uint64_t a : {std::uint64_t{1000}, std::uint64_t{70000}, kMiB + 12345, 3 * kMiB})
+      ls.push_back(life(t++, step_end, r(a)));
+    ls.push_back(life(t++, step_end, 8 * kMiB));
+    ls.push_back(life(t, t + 1, r(40000)));  // temp, freed before temp2
+    ++t;
+    ls.push_back(life(t++, step_end, r(20000)));
+  }
+  return ls;
+}
+
+TEST(FenceSlack, SampleLoopWholeRunWithinTenPercentOfTheLowerBound) {
+  const std::vector<Lifetime> ls = sample_loop(5);
+  const std::uint64_t lb = lower_bound_bytes(ls);
+  EXPECT_EQ(min_reuse_gap(ls, plan_lifetimes(ls, Strategy::best, quick()).chosen.offsets), 0u);
+  const Plan p = plan_lifetimes(with_fence_slack(ls, 2), Strategy::best, quick()).chosen;
+  EXPECT_GE(min_reuse_gap(ls, p.offsets), 2u);
+  EXPECT_LE(static_cast<double>(p.arena), 1.10 * static_cast<double>(lb));
+}
+
+TEST(FenceSlack, SampleLoopPeriodicEveryCapturedAndRepeatedStepKeepsTheSlack) {
+  const std::vector<Lifetime> ls = sample_loop(5);
+  const std::uint64_t lb = lower_bound_bytes(ls);
+  const std::vector<Lifetime> slack = with_fence_slack(ls, 2);
+  const AllocationSequence seq = allocation_sequence(slack);
+  const PeriodSearch found = find_period(seq);
+  ASSERT_TRUE(found.found);
+  // Step s + 1's first activation may not take step s's bytes: one step no longer repeats
+  // on itself, two do.
+  EXPECT_EQ(found.found->period, 14u);
+  const PeriodicPlan pp = plan_periodic(slack, seq, *found.found, Strategy::best, quick());
+  EXPECT_LE(static_cast<double>(pp.report.chosen.arena), 1.10 * static_cast<double>(lb));
+  // Unrolled over 12 steps with the real (not extended) lifetimes: every allocation at
+  // its slot's offset, every reuse at least 2 allocations after the free.
+  const std::vector<Lifetime> run = sample_loop(12);
+  std::vector<std::uint64_t> offsets;
+  for (std::uint64_t k = 0; k < run.size(); ++k)
+    offsets.push_back(pp.report.chosen.offsets[k < pp.warmup ? k : pp.warmup + (k - pp.warmup) % pp.period]);
+  EXPECT_GE(min_reuse_gap(run, offsets), 2u);
+}
+
+TEST(FenceSlack, PlanFileKeepsIt) {
+  PlanFile f;
+  DevicePlanFile d = testing::manual_plan({{256, 256, 0}});
+  d.fence_slack = FenceSlackLayout{3, 200};
+  f.devices.push_back(d);
+  const PlanFile back = parse_plan_file(format_plan_file(f), "mem");
+  ASSERT_TRUE(back.devices[0].fence_slack.has_value());
+  EXPECT_EQ(back.devices[0].fence_slack->allocations, 3u);
+  EXPECT_EQ(back.devices[0].fence_slack->run_lower_bound, 200u);
+  f.devices[0].fence_slack.reset();
+  EXPECT_FALSE(parse_plan_file(format_plan_file(f), "mem").devices[0].fence_slack.has_value());
+  EXPECT_THROW(parse_plan_file(R"({"version": 1, "devices": [{"device": 0, "arena": 256, "alignment": 256,
+    "fence_slack": {"allocations": -1}, "allocations": [{"id": 0, "size": 256, "offset": 0}]}]})", "mem"),
+               PlanFileError);
+}
+
+// Replay of a fence-aware plan: frees join one open epoch until some of their bytes are
+// needed within the slack; the fence is recorded then, L allocations ahead, and is done
+// (here: completed by hand) before the reuse, so nothing waits.
+TEST(FenceSlack, ReplayRecordsTheFenceSlackAllocationsBeforeTheBytesAreNeeded) {
+  HostDevice dev;
+  dev.set_fences(true);
+  dev.set_fence_mode(FenceMode::batched);
+  // 0 and 1 freed after allocation 1; 2, 3, 4 elsewhere; 5 reuses 0's bytes (gap 3 from the
+  // first allocation after the free, allocation 2); 6 reuses 1's.
+  DevicePlanFile plan = testing::manual_plan({{256, 256, 0}, {256, 256, 256}, {256, 256, 512}, {256, 256, 768},
+                                             {256, 256, 1024}, {256, 256, 0}, {256, 256, 256}});
+  plan.fence_slack = FenceSlackLayout{2, 0};
+  PlanReplay replay(dev, 0, plan);
+  void* a = replay.allocate(256).ptr;
+  void* b = replay.allocate(256).ptr;
+  replay.free(a);
+  replay.free(b);
+  ASSERT_NE(replay.allocate(256).ptr, nullptr);  // 2: 0's bytes are needed at 5, 3 ahead
+  EXPECT_EQ(dev.record_calls(), 0u);
+  void* c = replay.allocate(256).ptr;  // 3: needed 2 ahead: the fence is recorded now
+  EXPECT_EQ(dev.record_calls(), 1u);
+  replay.free(c);  // never reused: joins the open epoch, no fence of its own
+  dev.complete_fence(1);
+  ASSERT_NE(replay.allocate(256).ptr, nullptr);  // 4
+  EXPECT_EQ(replay.allocate(256).ptr, a);        // 5
+  EXPECT_EQ(replay.allocate(256).ptr, b);        // 6
+  EXPECT_TRUE(dev.fences_waited().empty());
+  EXPECT_EQ(dev.record_calls(), 1u);
+  LUMA_REPLAY_CLEAN(replay);
+  // The same plan without the slack: the fence at the first allocation after the frees.
+  HostDevice dev2;
+  dev2.set_fences(true);
+  dev2.set_fence_mode(FenceMode::batched);
+  plan.fence_slack.reset();
+  PlanReplay plain(dev2, 0, plan);
+  a = plain.allocate(256).ptr;
+  b = plain.allocate(256).ptr;
+  plain.free(a);
+  plain.free(b);
+  ASSERT_NE(plain.allocate(256).ptr, nullptr);
+  EXPECT_EQ(dev2.record_calls(), 1u);
+}
+
+// Safety never depends on the slack being right: a plan that claims a slack but reuses
+// bytes at once still waits for the fence rather than hand out pending bytes.
+TEST(FenceSlack, ReplayOfAWrongSlackStillWaits) {
+  HostDevice dev;
+  dev.set_fences(true);
+  dev.set_fence_mode(FenceMode::batched);
+  DevicePlanFile plan = testing::manual_plan({{256, 256, 0}, {256, 256, 0}});
+  plan.fence_slack = FenceSlackLayout{4, 0};
+  PlanReplay replay(dev, 0, plan);
+  void* a = replay.allocate(256).ptr;
+  replay.free(a);
+  EXPECT_EQ(replay.allocate(256).ptr, a);
+  EXPECT_EQ(dev.fences_waited(), std::vector<Fence>{1});
+  LUMA_REPLAY_CLEAN(replay);
+}
+
+}  // namespace
+}  // namespace luma::core
