@@ -47,6 +47,7 @@ struct PythonFrames::Api {
   // whether the interpreter is shutting down.
   void* (*current_thread_state)() = nullptr;
   int (*is_finalizing)() = nullptr;
+  int (*frame_lasti)(PyObj*) = nullptr;  // PyFrame_GetLasti, 3.11+: the line cache's key
 };
 
 namespace {
@@ -82,6 +83,7 @@ void PythonFrames::configure(unsigned depth) noexcept {
     if (a.is_finalizing == nullptr)
       a.is_finalizing = reinterpret_cast<int (*)()>(sym(RTLD_DEFAULT, name));
   }
+  a.frame_lasti = reinterpret_cast<int (*)(PyObj*)>(sym(RTLD_DEFAULT, "PyFrame_GetLasti"));
   api_ = &a;
   log().debug("Python frames: CPython found, up to {} frames per allocation", depth_);
 }
@@ -107,7 +109,13 @@ const PythonSite* PythonFrames::site_of(void* code) noexcept {
   if (slots_ == nullptr) {
     if (table_failed_) return &kUnknownSite;
     slots_ = static_cast<Slot*>(std::calloc(kSlots, sizeof(Slot)));
-    if (slots_ == nullptr) {
+    lines_ = static_cast<LineSlot*>(
+        std::calloc(std::size_t{1} << kLineCacheSlotsLog2, sizeof(LineSlot)));
+    if (slots_ == nullptr || lines_ == nullptr) {
+      std::free(slots_);
+      std::free(lines_);
+      slots_ = nullptr;
+      lines_ = nullptr;
       table_failed_ = true;
       log().warn("Python frames: no memory for the site table; Python frames are unnamed");
       return &kUnknownSite;
@@ -152,6 +160,23 @@ const PythonSite* PythonFrames::site_of(void* code) noexcept {
   return site;
 }
 
+std::uint32_t PythonFrames::line_of(void* frame, void* code, bool code_kept) noexcept {
+  const Api& a = *api_;
+  auto computed = [&] {
+    const int line = a.PyFrame_GetLineNumber(frame);
+    return line > 0 ? static_cast<std::uint32_t>(line) : 0u;
+  };
+  if (!code_kept || a.frame_lasti == nullptr || lines_ == nullptr) return computed();
+  const int lasti = a.frame_lasti(frame);
+  const auto key = (reinterpret_cast<std::uintptr_t>(code) >> 4) ^
+                   static_cast<std::uintptr_t>(static_cast<std::uint32_t>(lasti)) << 20;
+  LineSlot& slot = lines_[static_cast<std::uint32_t>(key * 0x9E3779B97F4A7C15ull >>
+                                                     (64 - kLineCacheSlotsLog2))];
+  if (slot.code == code && slot.lasti == lasti) return slot.line;
+  slot = {code, lasti, computed()};
+  return slot.line;
+}
+
 std::uint32_t PythonFrames::capture_slow(PythonFrameRef* out) noexcept {
   if (!may_call_python()) return 0;
   std::unique_lock<std::mutex> lock(sites_mutex_, std::try_to_lock);
@@ -165,9 +190,9 @@ std::uint32_t PythonFrames::capture_slow(PythonFrameRef* out) noexcept {
   if (frame != nullptr) a.Py_IncRef(frame);
   while (frame != nullptr && n < depth_) {
     PyObj* code = a.PyFrame_GetCode(frame);  // new reference
-    const int line = a.PyFrame_GetLineNumber(frame);
     if (code != nullptr) {
-      out[n++] = {site_of(code), line > 0 ? static_cast<std::uint32_t>(line) : 0u};
+      const PythonSite* site = site_of(code);
+      out[n++] = {site, line_of(frame, code, site != &kUnknownSite)};
       a.Py_DecRef(code);
     }
     PyObj* back = a.PyFrame_GetBack(frame);  // new reference

@@ -21,7 +21,10 @@
 // Sites - one per code object, its file and qualified function name - are copied once and
 // kept with a reference to the code object (so its address is never reused for another
 // one), at most kMaxSites; later code objects are named "<unknown>" (the line still
-// recorded). Every failure means no Python frames and at most one log line.
+// recorded). CPython computes a frame's line by walking its code's line table (90% of the
+// cost of a capture, measured: docs/performance.md), so the line of a kept code object at
+// an instruction offset (PyFrame_GetLasti, 3.11+) is remembered in a direct-mapped cache.
+// Every failure means no Python frames and at most one log line.
 #pragma once
 
 #include <atomic>
@@ -53,6 +56,7 @@ class PythonFrames {
  public:
   // Code objects remembered (each pinned by a reference); the table has twice the slots.
   static constexpr std::uint32_t kMaxSites = 1u << 15;
+  static constexpr std::uint32_t kLineCacheSlotsLog2 = 14;
 
   // At the one-time initialisation: `depth` frames per capture (0: off). Looks CPython up;
   // when it is not there (not a Python process, or a CPython before 3.10) captures nothing.
@@ -73,6 +77,7 @@ class PythonFrames {
  private:
   std::uint32_t capture_slow(PythonFrameRef* out) noexcept;
   const PythonSite* site_of(void* code) noexcept;
+  std::uint32_t line_of(void* frame, void* code, bool code_kept) noexcept;
   bool may_call_python() const noexcept;
 
   const Api* api_ = nullptr;
@@ -84,6 +89,12 @@ class PythonFrames {
   };
   Slot* slots_ = nullptr;  // kMaxSites * 2, made at the first capture (sites_mutex_)
   std::uint32_t sites_ = 0;
+  struct LineSlot {
+    void* code;  // a kept code object (its address is never reused)
+    int lasti;
+    std::uint32_t line;
+  };
+  LineSlot* lines_ = nullptr;  // 2^kLineCacheSlotsLog2, made with slots_
   bool table_failed_ = false;
 };
 
