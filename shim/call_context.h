@@ -1,6 +1,6 @@
 // call_context.h - what the hook now running on this thread knows and the allocator does
 // not: which entry point the program called, the stream, and (with LUMA_TRACE_STACKS) the
-// program's call stack, captured at hook entry before any lock is taken. The trace
+// program's call stack and its Python frames (python_frames.h), captured at hook entry before any lock is taken. The trace
 // recorder reads it when the allocator reports an event (inside the allocator's lock).
 // Thread-local with the initial-exec model (libluma.so is preloaded), so a read is one
 // instruction; it must never allocate.
@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "python_frames.h"
 #include "settings.h"
 #include "trace/trace_format.h"
 
@@ -18,6 +19,8 @@ struct CallContext {
   std::uint64_t stream = 0;
   std::uint32_t depth = 0;  // frames in stack (0: none captured for this call)
   std::uint64_t stack[kMaxTraceStacks] = {};
+  std::uint32_t python_depth = 0;  // frames in python (0: none)
+  PythonFrameRef python[kMaxPythonFramesSetting] = {};
 };
 
 // This thread's context: constant-initialised TLS, so no constructor or guard runs.
@@ -32,10 +35,12 @@ class CallScope {
     c_.entry = entry;
     c_.stream = stream;
     c_.depth = 0;
+    c_.python_depth = 0;
   }
   ~CallScope() {
     c_.entry = core::trace::EntryPoint::internal;
     c_.depth = 0;
+    c_.python_depth = 0;
   }
   CallScope(const CallScope&) = delete;
   CallScope& operator=(const CallScope&) = delete;

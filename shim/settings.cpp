@@ -149,6 +149,18 @@ const Variable kVariables[] = {
        return std::string();
      },
      [](const ShimSettings& s) { return std::to_string(s.trace_stacks); }},
+    {"LUMA_TRACE_PYTHON", "32",
+     "with LUMA_TRACE_STACKS, in a Python program: record up to N Python frames (file, "
+     "function, line) with each alloc made while the thread holds the GIL; 0: none",
+     [](std::string_view v, ShimSettings& s, std::vector<std::string>&) {
+       unsigned n = 0;
+       auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+       if (ec != std::errc{} || end != v.data() + v.size() || n > kMaxTracePython)
+         return "a number of frames 0.." + std::to_string(kMaxTracePython);
+       s.trace_python = n;
+       return std::string();
+     },
+     [](const ShimSettings& s) { return std::to_string(s.trace_python); }},
     // Read (and refused with one line, if it must be) when the first device is served,
     // where the plan's fingerprint can be checked against the devices (plan_loader.h).
     // Blank (only spaces or tabs) counts as unset, like an empty value: no file has that name.

@@ -25,11 +25,14 @@ struct ShimSettings {
   bool disable = false;         // LUMA_DISABLE: forward every call untouched
   std::string trace;            // LUMA_TRACE: the trace file pattern; empty: no trace
   unsigned trace_stacks = 0;    // LUMA_TRACE_STACKS: return addresses per alloc; 0: none
+  unsigned trace_python = 32;   // LUMA_TRACE_PYTHON: Python frames per alloc (with stacks)
   std::string plan;             // LUMA_PLAN: a plan file to replay (docs/plan-replay.md)
 };
 
 // The most return addresses LUMA_TRACE_STACKS may ask for (the trace format's limit).
 inline constexpr unsigned kMaxTraceStacks = 128;
+// The most Python frames LUMA_TRACE_PYTHON may ask for (the trace format's limit).
+inline constexpr unsigned kMaxTracePython = 64;
 
 struct SettingRow {
   std::string name;

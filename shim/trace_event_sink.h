@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <span>
@@ -65,12 +66,23 @@ class TraceEventSink final : public core::EventSink {
     }
     if (!stopping) [[likely]] {
       const CallContext& c = call_context();
-      std::span<const std::uint64_t> stack;
-      if (c.depth > 0 && e.kind == core::EventKind::alloc) [[unlikely]]
-        stack = {c.stack, c.depth};
-      writer_.write(e, trace_thread_id(), c.stream, c.entry, clock_.now(), stack);
+      if ((c.depth | c.python_depth) > 0 && e.kind == core::EventKind::alloc) [[unlikely]]
+        write_with_call_site(e, c);
+      else
+        writer_.write(e, trace_thread_id(), c.stream, c.entry, clock_.now());
     }
     busy_.store(0, std::memory_order_release);
+  }
+
+  // An alloc with its native stack and Python frames (the names are interned for the
+  // life of the process: python_frames.h).
+  [[gnu::noinline]] void write_with_call_site(const core::Event& e, const CallContext& c) noexcept {
+    core::PythonFrame python[kMaxPythonFramesSetting];
+    const std::uint32_t n = std::min<std::uint32_t>(c.python_depth, kMaxPythonFramesSetting);
+    for (std::uint32_t k = 0; k < n; ++k)
+      python[k] = {c.python[k].site->file, c.python[k].site->function, c.python[k].line};
+    writer_.write(e, trace_thread_id(), c.stream, c.entry, clock_.now(), {c.stack, c.depth},
+                  {python, n});
   }
 
   // True while an event is being recorded (the closer waits for it).

@@ -110,6 +110,7 @@ void TraceRecorder::configure(const ShimSettings& settings,
   if (stack_depth_ > 0) {
     const Range r = luma_range();  // libluma.so's frames are skipped
     stacks_.configure(stack_depth_, r.lo, r.hi);
+    python_.configure(std::min(settings.trace_python, kMaxTracePython));
   }
 }
 
@@ -176,9 +177,12 @@ void TraceRecorder::capture_stack() noexcept {
   // Before the trace opens too: the first alloc opens it, after its stack was taken.
   if (open_failed_.load(std::memory_order_relaxed)) {
     call_context().depth = 0;
+    call_context().python_depth = 0;
     return;
   }
-  stacks_.capture(call_context());
+  CallContext& c = call_context();
+  stacks_.capture(c);
+  c.python_depth = python_.capture(c.python);
 }
 
 void TraceRecorder::close_at_exit() noexcept {

@@ -20,6 +20,7 @@
 
 #include "context_table.h"
 #include "event_clock.h"
+#include "python_frames.h"
 #include "real_driver.h"
 #include "settings.h"
 #include "stack_capture.h"
@@ -42,7 +43,8 @@ class TraceRecorder {
   core::EventSink* sink_for_new_allocator(const RealDriver& driver) noexcept;
 
   // In an allocating hook, before the allocator is called: the program's return
-  // addresses into call_context() (frames inside libluma.so skipped).
+  // addresses into call_context() (frames inside libluma.so skipped), and its Python
+  // frames when the thread holds the GIL (python_frames.h).
   void capture_stack() noexcept;
 
   // At exit (after the statistics): stop recording, wait for events in flight, close.
@@ -71,6 +73,7 @@ class TraceRecorder {
   std::atomic<bool> closed_{false};
   std::atomic<bool> open_failed_{false};  // no trace this process: capture no stacks
   StackCapture stacks_;  // LUMA_TRACE_STACKS
+  PythonFrames python_;  // LUMA_TRACE_PYTHON (with LUMA_TRACE_STACKS)
 };
 
 }  // namespace luma::shim

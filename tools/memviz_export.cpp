@@ -17,7 +17,8 @@
 //   is drawn "waiting" and the timeline never comes down).
 // - Sizes: PyTorch records the requested size on alloc and free entries (the rounded
 //   size is the block's `size` in the segments); a free's is its alloc's.
-// - Frames on every entry: a free carries its alloc's stack, a segment the stack of the
+// - Frames on every entry (Python frames first, then native: FrameWriter): a free carries
+//   its alloc's call site, a segment the call site of the
 //   allocation it was reserved for (the next alloc of the same thread), as PyTorch
 //   records the allocating context when no other is known.
 // - time_us: microseconds since 1970, the header's wall-clock start plus the event time.
@@ -40,31 +41,51 @@ namespace luma::tools {
 
 namespace {
 
+// An event's call site: its native stack id and its Python stack id (0: none of either).
+using SiteKey = std::uint64_t;
+SiteKey site_of(const core::TraceEvent& e) {
+  return SiteKey{e.stack} | SiteKey{e.python_stack} << 32;
+}
+std::uint32_t native_stack_of(SiteKey k) { return static_cast<std::uint32_t>(k); }
+std::uint32_t python_stack_of(SiteKey k) { return static_cast<std::uint32_t>(k >> 32); }
+
 struct Segment {
   int device = 0;
   std::uint64_t size = 0, stream = 0;
-  std::uint32_t stack = 0;
+  SiteKey stack = 0;
 };
 struct Block {
   int device = 0;
   std::uint64_t size = 0, requested = 0;
   bool pending = false;  // freed, fences not yet completed
-  std::uint32_t stack = 0;
+  SiteKey stack = 0;
 };
 
-// Frames are written once per stack and shared through the pickle's memo, as PyTorch's
-// pickler shares its frame lists (a 60,000-event run otherwise repeats them 60,000 times).
+// Frames are written once per call site and shared through the pickle's memo, as
+// PyTorch's pickler shares its frame lists (a 60,000-event run otherwise repeats them
+// 60,000 times). A call site's Python frames come first, innermost first, as PyTorch's
+// snapshots list them ({filename, line, name}), then its native frames.
 class FrameWriter {
  public:
   FrameWriter(PickleWriter& p, RecordedRun& run, Symbolizer* sym) : p_(p), run_(run), sym_(sym) {}
-  void write(std::uint32_t stack) {
-    auto it = memo_.find(stack);
+  void write(SiteKey site) {
+    auto it = memo_.find(site);
     if (it != memo_.end()) {
       p_.memo_get(it->second);
       return;
     }
     p_.begin_list();
-    for (std::uint64_t a : run_.stack(stack)) {
+    for (const core::TracePythonFrame& f : run_.python_stack(python_stack_of(site))) {
+      p_.begin_dict();
+      p_.key("filename");
+      p_.text(f.file);
+      p_.key("line");
+      p_.integer(f.line);
+      p_.key("name");
+      p_.text(f.function);
+      p_.end_dict();
+    }
+    for (std::uint64_t a : run_.stack(native_stack_of(site))) {
       p_.begin_dict();
       p_.key("filename");
       if (sym_) {
@@ -85,14 +106,14 @@ class FrameWriter {
       }
       p_.end_dict();
     }
-    memo_.emplace(stack, p_.end_list_memoized());
+    memo_.emplace(site, p_.end_list_memoized());
   }
 
  private:
   PickleWriter& p_;
   RecordedRun& run_;
   Symbolizer* sym_;
-  std::unordered_map<std::uint32_t, std::uint32_t> memo_;
+  std::unordered_map<SiteKey, std::uint32_t> memo_;
 };
 
 std::string_view action(core::EventKind k) {
@@ -222,7 +243,7 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
   std::map<std::uint64_t, Segment> segments;
   std::map<std::uint64_t, Block> blocks;
   std::set<int> devices;
-  std::unordered_map<std::uint64_t, std::uint32_t> segment_stack;  // reserve index -> stack
+  std::unordered_map<std::uint64_t, SiteKey> segment_stack;  // reserve index -> stack
   // Segments reserved by a thread whose alloc has not come yet: (device, thread) -> bases.
   std::map<std::pair<int, std::uint64_t>, std::vector<std::pair<std::uint64_t, std::uint64_t>>>
       awaiting_alloc;
@@ -246,13 +267,13 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
         break;
       case core::EventKind::segment_release: segments.erase(e.address); break;
       case core::EventKind::alloc: {
-        blocks[e.address] = {e.device, e.size, e.requested, false, e.stack};
+        blocks[e.address] = {e.device, e.size, e.requested, false, site_of(e)};
         auto it = awaiting_alloc.find(who);
         if (it != awaiting_alloc.end()) {
           for (const auto& [base, index] : it->second) {
-            if (e.stack) segment_stack[index] = e.stack;
+            if (site_of(e)) segment_stack[index] = site_of(e);
             auto s = segments.find(base);
-            if (s != segments.end()) s->second.stack = e.stack;
+            if (s != segments.end()) s->second.stack = site_of(e);
           }
           awaiting_alloc.erase(it);
         }
@@ -360,13 +381,13 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
       std::uint64_t number = 0;
       struct Live {
         std::uint64_t requested, stream;
-        std::uint32_t stack;
+        SiteKey stack;
       };
       std::unordered_map<std::uint64_t, Live> live;
-      std::unordered_map<std::uint64_t, std::uint32_t> live_segments;  // base -> stack
+      std::unordered_map<std::uint64_t, SiteKey> live_segments;  // base -> stack
       std::uint64_t reserved = 0;
       auto entry = [&](std::string_view name, std::uint64_t addr, std::uint64_t size,
-                       std::uint64_t stream, std::uint64_t time_ns, std::uint32_t stack,
+                       std::uint64_t stream, std::uint64_t time_ns, SiteKey stack,
                        bool oom) {
         if (number++ < skip) return;
         p.begin_dict();
@@ -390,8 +411,8 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
             const bool show = in_window(e.time_ns);
             switch (e.kind) {
               case core::EventKind::alloc:
-                live[e.address] = {e.requested ? e.requested : e.size, e.stream, e.stack};
-                if (show) entry("alloc", e.address, live[e.address].requested, e.stream, e.time_ns, e.stack, false);
+                live[e.address] = {e.requested ? e.requested : e.size, e.stream, site_of(e)};
+                if (show) entry("alloc", e.address, live[e.address].requested, e.stream, e.time_ns, site_of(e), false);
                 break;
               case core::EventKind::free_requested:
               case core::EventKind::free_completed: {
@@ -403,14 +424,14 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
               }
               case core::EventKind::segment_reserve: {
                 auto st = segment_stack.find(e.index);
-                const std::uint32_t stack = st == segment_stack.end() ? 0 : st->second;
+                const SiteKey stack = st == segment_stack.end() ? 0 : st->second;
                 live_segments[e.address] = stack;
                 reserved += e.size;
                 if (show) entry("segment_alloc", e.address, e.size, e.stream, e.time_ns, stack, false);
                 break;
               }
               case core::EventKind::segment_release: {
-                const std::uint32_t stack = live_segments[e.address];
+                const SiteKey stack = live_segments[e.address];
                 live_segments.erase(e.address);
                 reserved -= std::min(reserved, e.size);
                 if (show) entry("segment_free", e.address, e.size, e.stream, e.time_ns, stack, false);

@@ -136,4 +136,10 @@ const std::vector<std::uint64_t>& RecordedRun::stack(std::uint32_t id) const noe
   return trace_ ? trace_->stack(id) : none;
 }
 
+const std::vector<core::TracePythonFrame>& RecordedRun::python_stack(
+    std::uint32_t id) const noexcept {
+  static const std::vector<core::TracePythonFrame> none;
+  return trace_ ? trace_->python_stack(id) : none;
+}
+
 }  // namespace luma::tools

@@ -41,6 +41,8 @@ class RecordedRun {
   core::TraceReadSummary read(const core::TraceReader::EventFn& on_event,
                               bool show_progress = true);
   const std::vector<std::uint64_t>& stack(std::uint32_t id) const noexcept;
+  // The Python frames of a Python stack id (innermost first); empty for 0 and RMM logs.
+  const std::vector<core::TracePythonFrame>& python_stack(std::uint32_t id) const noexcept;
 
  private:
   std::string path_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -16,6 +17,48 @@ struct Live {
   std::uint64_t size;
   std::uint64_t requested;  // a free event carries no requested size: it is kept here
   std::uint32_t stack;
+  std::uint32_t python_line;  // PythonLines index + 1; 0: none
+};
+
+// The Python lines of a run: each Python stack's innermost frame, resolved once per id.
+class PythonLines {
+ public:
+  explicit PythonLines(RecordedRun& run) : run_(run) {}
+  // The line index + 1 of a Python stack id (0: none).
+  std::uint32_t of_stack(std::uint32_t id) {
+    if (id == 0) return 0;
+    if (id >= by_stack_.size()) by_stack_.resize(id + 1, kUnresolved);
+    std::uint32_t& n = by_stack_[id];
+    if (n != kUnresolved) return n;
+    const auto& frames = run_.python_stack(id);
+    if (frames.empty()) return n = 0;
+    const core::TracePythonFrame& f = frames.front();
+    std::string key = f.file;
+    key += '\0';
+    key += f.function;
+    key += '\0';
+    key += std::to_string(f.line);
+    auto [it, added] = index_.emplace(std::move(key), static_cast<std::uint32_t>(lines_.size() + 1));
+    if (added) lines_.push_back({f.file, f.function, f.line});
+    return n = it->second;
+  }
+  PythonLineTotal& at(std::uint32_t n) { return lines_[n - 1]; }
+  std::vector<PythonLineTotal> top() && {
+    std::sort(lines_.begin(), lines_.end(), [](const auto& a, const auto& b) {
+      if (a.bytes != b.bytes) return a.bytes > b.bytes;
+      if (a.file != b.file) return a.file < b.file;
+      return a.line < b.line;
+    });
+    if (lines_.size() > kPythonLinesShown) lines_.resize(kPythonLinesShown);
+    return std::move(lines_);
+  }
+
+ private:
+  static constexpr std::uint32_t kUnresolved = ~0u;
+  RecordedRun& run_;
+  std::vector<std::uint32_t> by_stack_;
+  std::unordered_map<std::string, std::uint32_t> index_;
+  std::vector<PythonLineTotal> lines_;
 };
 
 struct DeviceState {
@@ -77,6 +120,7 @@ RunStats compute_run_stats(RecordedRun& run) {
   RunStats out;
   std::map<int, DeviceState> dev;
   bool any_stack = false;
+  PythonLines python(run);
   const auto sum = run.read([&](const core::TraceEvent& e) {
     DeviceState& d = dev[e.device];
     d.s.device = e.device;
@@ -88,7 +132,15 @@ RunStats compute_run_stats(RecordedRun& run) {
         d.s.requested_bytes_total += e.requested;
         const std::uint64_t req = e.requested ? e.requested : e.size;
         if (req > 0) ++d.s.histogram[63 - std::countl_zero(req)];
-        d.live[e.address] = {e.size, e.requested, e.stack};
+        const std::uint32_t line = python.of_stack(e.python_stack);
+        if (line != 0) {
+          PythonLineTotal& t = python.at(line);
+          ++t.allocations;
+          t.bytes += e.size;
+          t.live_bytes += e.size;
+          t.peak_live_bytes = std::max(t.peak_live_bytes, t.live_bytes);
+        }
+        d.live[e.address] = {e.size, e.requested, e.stack, line};
         d.allocated += e.size;
         d.requested += e.requested;
         if (d.allocated > d.s.peak_allocated) {
@@ -122,6 +174,10 @@ RunStats compute_run_stats(RecordedRun& run) {
         }
         d.allocated -= it->second.size;
         d.requested -= std::min(d.requested, it->second.requested);
+        if (it->second.python_line != 0) {
+          PythonLineTotal& t = python.at(it->second.python_line);
+          t.live_bytes -= std::min(t.live_bytes, it->second.size);
+        }
         d.live.erase(it);
         break;
       }
@@ -143,6 +199,7 @@ RunStats compute_run_stats(RecordedRun& run) {
     }
   });
   out.events = sum.events;
+  out.python_lines = std::move(python).top();
   out.unwritten_slots = sum.unwritten_slots;
 
   // Pass 2: what was live at each device's peaks: the call sites of the allocations live
@@ -155,7 +212,7 @@ RunStats compute_run_stats(RecordedRun& run) {
           DeviceState& d = dev[e.device];
           if (any_stack && e.index <= d.s.peak_index) {
             if (e.kind == core::EventKind::alloc) {
-              d.live[e.address] = {e.size, e.requested, e.stack};
+              d.live[e.address] = {e.size, e.requested, e.stack, 0};
               auto& site = d.live_sites[e.stack];
               site.stack = e.stack;
               site.bytes += e.size;

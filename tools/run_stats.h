@@ -18,6 +18,7 @@ namespace luma::tools {
 
 inline constexpr std::size_t kLargestShown = 10;   // largest allocations listed
 inline constexpr std::size_t kCallSitesShown = 10; // call sites listed, each way
+inline constexpr std::size_t kPythonLinesShown = 10;  // Python lines listed
 
 struct AllocationInfo {
   std::uint64_t size = 0, requested = 0, address = 0, index = 0, time_ns = 0;
@@ -72,9 +73,21 @@ struct DeviceRunStats {
   }
 };
 
+// One Python line that allocated (the innermost Python frame of an allocation's call
+// site, format version 2), over every device of the run.
+struct PythonLineTotal {
+  std::string file, function;
+  std::uint32_t line = 0;
+  std::uint64_t allocations = 0, bytes = 0;
+  std::uint64_t live_bytes = 0;       // while reading
+  std::uint64_t peak_live_bytes = 0;  // the most of its allocations live at once
+};
+
 struct RunStats {
   std::uint64_t events = 0, unwritten_slots = 0, duration_ns = 0;
   std::vector<DeviceRunStats> devices;  // by device number
+  // The top allocating Python lines by bytes allocated (empty: no Python frames recorded).
+  std::vector<PythonLineTotal> python_lines;
 };
 
 RunStats compute_run_stats(RecordedRun& run);

@@ -169,6 +169,18 @@ void print_json(std::vector<Input>& inputs) {
                     {"unwritten_slots", if_recorded(process, in.stats.unwritten_slots)},
                     {"duration_ns", if_recorded(in.run->records_times(), in.stats.duration_ns)},
                     {"devices", devices}});
+    // Only traces with Python frames have the key (format version 2; docs/trace-format.md).
+    if (!in.stats.python_lines.empty()) {
+      nlohmann::json lines = nlohmann::json::array();
+      for (const auto& l : in.stats.python_lines)
+        lines.push_back({{"file", l.file},
+                         {"line", l.line},
+                         {"function", l.function},
+                         {"allocations", l.allocations},
+                         {"bytes", l.bytes},
+                         {"peak_live_bytes", l.peak_live_bytes}});
+      runs.back()["top_python_lines"] = lines;
+    }
   }
   const Totals t = totals_of(inputs);
   nlohmann::json doc = {
@@ -204,6 +216,15 @@ void print_sites(Input& in, const char* title, const std::vector<CallSiteTotal>&
       }
     }
   }
+}
+
+// The innermost Python frame of each allocation, over the run's devices.
+void print_python_lines(const std::vector<PythonLineTotal>& lines) {
+  if (lines.empty()) return;
+  fmt::print("top allocating Python lines (innermost Python frame of each allocation):\n");
+  for (const auto& l : lines)
+    fmt::print("  {}:{} {}: {} in {} allocations, peak live {}\n", l.file, l.line, l.function,
+               bytes_text(l.bytes), l.allocations, bytes_text(l.peak_live_bytes));
 }
 
 constexpr const char* kNotAvailable = "n/a";
@@ -284,6 +305,7 @@ void print_text(std::vector<Input>& inputs) {
       print_sites(in, "top call sites live at the peak", d.callsites_at_peak);
       print_sites(in, "top call sites over the run", d.callsites_total);
     }
+    print_python_lines(in.stats.python_lines);
   }
   if (inputs.size() > 1) {
     fmt::print("\n{:<40} {:>14} {:>14} {:>12} {:>8}\n", "run", "peak alloc", "peak reserved",

@@ -19,7 +19,10 @@ static_assert(std::endian::native == std::endian::little,
 
 // "LUMATRC" + a version-independent tag byte; a text file never starts with it.
 inline constexpr char kMagic[8] = {'L', 'U', 'M', 'A', 'T', 'R', 'C', '\x01'};
-inline constexpr std::uint32_t kFormatVersion = 1;
+// Version 2 adds the python_stack_def record and the Python stack id in a callsite's
+// second word; a reader of version 2 reads version 1 (kOldestFormatVersion) unchanged.
+inline constexpr std::uint32_t kFormatVersion = 2;
+inline constexpr std::uint32_t kOldestFormatVersion = 1;
 
 // Every record is made of fixed 24-byte slots: one slot per ordinary event, which is the
 // issue's bound ("at most 24 bytes per event"). Fixed slots let the writer claim a place
@@ -72,7 +75,8 @@ enum class SlotKind : std::uint8_t {
   // 1..7 are core::EventKind values, packed "narrow" (see encode_narrow).
   thread_def = 8,    // id (12 bits) -> the writer's thread id (u64)
   stream_def = 9,    // id (12 bits) -> the stream handle (u64)
-  callsite = 10,     // stack id (u32) of the event in the NEXT slot
+  callsite = 10,     // stack id (u32) of the event in the NEXT slot; since version 2 the
+                     // second word is its Python stack id (0: none)
   blob_head = 11,    // a byte string spread over this and continuation slots
   blob_cont = 12,
 };
@@ -81,7 +85,18 @@ inline constexpr std::uint8_t kMaxEventKind = 7;
 enum class BlobType : std::uint8_t {
   wide_event = 1,  // an event whose fields do not fit one slot (kWideEventBytes)
   stack_def = 2,   // u32 id, u32 n, n x u64 return addresses
+  // Version 2: u32 id, u32 n, then n frames, innermost first, each u32 line, u16 file
+  // bytes, u16 function bytes, the file name, the function name (UTF-8, not terminated).
+  // 4, not 3: 3 is left to the other record type version 2 adds.
+  python_stack_def = 4,
 };
+// Python frames per allocation and bytes per name are bounded so that a record is at most
+// 8 + 64 x (8 + 2 x 1024) bytes and a damaged length is caught before it sizes anything.
+inline constexpr std::uint32_t kMaxPythonFrames = 64;
+inline constexpr std::uint32_t kMaxPythonNameBytes = 1024;
+inline constexpr std::uint32_t kPythonFrameFixedBytes = 8;
+inline constexpr std::uint32_t kMaxPythonStackBytes =
+    8 + kMaxPythonFrames * (kPythonFrameFixedBytes + 2 * kMaxPythonNameBytes);
 inline constexpr std::size_t kBlobHeadData = 17;  // data bytes in the head slot
 inline constexpr std::size_t kBlobContData = 21;  // data bytes in each continuation
 inline constexpr std::size_t kWideEventBytes = 56;
@@ -228,7 +243,7 @@ inline constexpr NarrowFields decode_narrow(const Words& w) noexcept {
 }
 
 // Definitions: w0 = kind | id << 4 (thread/stream) or kind | stack id << 4 (callsite);
-// w1 = value; w2 = check only.
+// w1 = value (callsite: the Python stack id, version 2); w2 = check only.
 inline constexpr std::uint64_t close_check(std::uint64_t slots) noexcept {
   std::uint64_t h = (slots ^ 0x4C554D41434C4F53ull) * 0x9E3779B97F4A7C15ull;
   return h ^ (h >> 29);

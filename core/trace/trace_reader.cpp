@@ -110,8 +110,59 @@ const std::vector<std::uint64_t>& TraceReader::stack(std::uint32_t id) const noe
   return stacks_[id - 1];
 }
 
+namespace {
+
+// A python_stack_def record's frames; `fail` throws. Every length is checked against the
+// record, so nothing read sizes more than the record holds.
+template <typename Fail>
+std::vector<TracePythonFrame> parse_python_stack(const std::vector<unsigned char>& blob,
+                                                 std::size_t expected_id, const Fail& fail) {
+  std::uint32_t id, n;
+  std::memcpy(&id, blob.data(), 4);
+  std::memcpy(&n, blob.data() + 4, 4);
+  if (id != expected_id)
+    fail("Python stack id " + std::to_string(id) + " out of order (expected " +
+         std::to_string(expected_id) + ")");
+  if (n > kMaxPythonFrames)
+    fail("Python stack of " + std::to_string(n) + " frames (at most " +
+         std::to_string(kMaxPythonFrames) + ")");
+  std::vector<TracePythonFrame> frames;
+  frames.reserve(n);
+  std::size_t at = 8;
+  for (std::uint32_t k = 0; k < n; ++k) {
+    if (blob.size() - at < kPythonFrameFixedBytes)
+      fail("Python stack record ends inside frame " + std::to_string(k));
+    TracePythonFrame f;
+    std::uint16_t file_bytes, function_bytes;
+    std::memcpy(&f.line, blob.data() + at, 4);
+    std::memcpy(&file_bytes, blob.data() + at + 4, 2);
+    std::memcpy(&function_bytes, blob.data() + at + 6, 2);
+    at += kPythonFrameFixedBytes;
+    if (file_bytes > kMaxPythonNameBytes || function_bytes > kMaxPythonNameBytes ||
+        blob.size() - at < std::size_t{file_bytes} + function_bytes)
+      fail("Python stack record: frame " + std::to_string(k) + "'s names run past the record");
+    const auto* p = reinterpret_cast<const char*>(blob.data() + at);
+    f.file.assign(p, file_bytes);
+    f.function.assign(p + file_bytes, function_bytes);
+    at += std::size_t{file_bytes} + function_bytes;
+    frames.push_back(std::move(f));
+  }
+  if (at != blob.size()) fail("Python stack record has bytes after its last frame");
+  return frames;
+}
+
+}  // namespace
+
+const std::vector<TracePythonFrame>& TraceReader::python_stack(std::uint32_t id) const noexcept {
+  static const std::vector<TracePythonFrame> kNone;
+  if (id == 0 || id > python_stacks_.size()) return kNone;
+  return python_stacks_[id - 1];
+}
+
 TraceReadSummary TraceReader::read(const EventFn& on_event, const ProgressFn& progress) {
   stacks_.clear();
+  python_stacks_.clear();
+  const bool v2 = parsed_.header.format_version >= 2;
   TraceReadSummary sum;
   const char* base = data_.data() + parsed_.header_bytes;
   const std::uint64_t total = data_.size();
@@ -125,6 +176,7 @@ TraceReadSummary TraceReader::read(const EventFn& on_event, const ProgressFn& pr
   std::array<bool, kIds> thread_defined{};
   std::array<bool, kIds> stream_defined{};
   std::uint32_t pending_stack = 0;
+  std::uint32_t pending_python = 0;
   std::uint64_t pending_slot = ~std::uint64_t{0};
   std::uint64_t holes = 0;  // unwritten slots since the last committed one
   bool after_hole = false;  // continuations of a blob whose head was never committed
@@ -139,8 +191,8 @@ TraceReadSummary TraceReader::read(const EventFn& on_event, const ProgressFn& pr
       fail(slot, "record check failed: the trace is corrupted here");
   };
   auto deliver = [&](std::uint64_t slot) {
-    if (pending_slot == slot) ev.stack = pending_stack;
-    else ev.stack = 0;
+    ev.stack = pending_slot == slot ? pending_stack : 0;
+    ev.python_stack = pending_slot == slot ? pending_python : 0;
     pending_slot = ~std::uint64_t{0};
     ev.seq = slot;
     ev.index = sum.events++;
@@ -204,10 +256,17 @@ TraceReadSummary TraceReader::read(const EventFn& on_event, const ProgressFn& pr
       values[id] = w.w1;
     } else if (kind == static_cast<unsigned>(SlotKind::callsite)) {
       const std::uint64_t id = w.w0 >> 4;
-      if (id == 0 || id > stacks_.size() || w.w1 != 0 || (w.w2 & kCheckMask) != 0)
+      // Version 1: a native stack, always; version 2: a native stack, Python frames, or both.
+      const std::uint64_t py = w.w1;
+      if (id > stacks_.size() || (w.w2 & kCheckMask) != 0 || (!v2 && (id == 0 || py != 0)) ||
+          (v2 && id == 0 && py == 0))
         fail(slot, "call-site record names stack " + std::to_string(id) +
                        ", which is not defined before it");
+      if (py > python_stacks_.size())
+        fail(slot, "call-site record names Python stack " + std::to_string(py) +
+                       ", which is not defined before it");
       pending_stack = static_cast<std::uint32_t>(id);
+      pending_python = static_cast<std::uint32_t>(py);
       pending_slot = slot + 1;
     } else if (kind == static_cast<unsigned>(SlotKind::blob_head)) {
       unsigned char head[kSlotBytes];
@@ -220,7 +279,9 @@ TraceReadSummary TraceReader::read(const EventFn& on_event, const ProgressFn& pr
       const bool ok_len =
           (type == static_cast<unsigned>(BlobType::wide_event) && length == kWideEventBytes) ||
           (type == static_cast<unsigned>(BlobType::stack_def) && length >= 8 &&
-           (length - 8) % 8 == 0 && (length - 8) / 8 <= kMaxStackDepth);
+           (length - 8) % 8 == 0 && (length - 8) / 8 <= kMaxStackDepth) ||
+          (v2 && type == static_cast<unsigned>(BlobType::python_stack_def) && length >= 8 &&
+           length <= kMaxPythonStackBytes);
       if (!ok_len)
         fail(slot, "record of type " + std::to_string(type) + " with invalid length " +
                        std::to_string(length));
@@ -284,6 +345,9 @@ TraceReadSummary TraceReader::read(const EventFn& on_event, const ProgressFn& pr
         ev.size = fields[4];
         ev.requested = fields[5];
         deliver(slot);
+      } else if (type == static_cast<unsigned>(BlobType::python_stack_def)) {
+        python_stacks_.push_back(parse_python_stack(blob, python_stacks_.size() + 1,
+                                                    [&](const std::string& what) { fail(slot, what); }));
       } else {
         std::uint32_t id, n;
         std::memcpy(&id, blob.data(), 4);
@@ -318,6 +382,7 @@ TraceReadSummary TraceReader::read(const EventFn& on_event, const ProgressFn& pr
     fail(slots_ - holes, "a closed trace ends in unwritten slots");
   sum.slots = parsed_.closed && !truncation_.truncated ? slots_ : last_committed_end;
   sum.stacks = stacks_.size();
+  sum.python_stacks = python_stacks_.size();
   if (progress) progress(total, total);
   return sum;
 }

@@ -37,6 +37,14 @@ struct TraceEvent {
   std::uint64_t size = 0;
   std::uint64_t requested = 0;
   std::uint32_t stack = 0;  // call-site stack id (TraceReader::stack), 0: none
+  std::uint32_t python_stack = 0;  // Python stack id (TraceReader::python_stack), 0: none
+};
+
+// One Python frame of a call site (format version 2).
+struct TracePythonFrame {
+  std::string file;
+  std::string function;
+  std::uint32_t line = 0;
 };
 
 struct TraceReadSummary {
@@ -44,6 +52,7 @@ struct TraceReadSummary {
   std::uint64_t slots = 0;            // slots up to the last committed one
   std::uint64_t unwritten_slots = 0;  // claimed but never committed (writer killed)
   std::uint64_t stacks = 0;
+  std::uint64_t python_stacks = 0;
 };
 
 // What a trace cut short after its header lacks. A closed trace's header says how long
@@ -89,6 +98,9 @@ class TraceReader {
   // The frames of a call-site stack seen so far (innermost first); empty for id 0.
   const std::vector<std::uint64_t>& stack(std::uint32_t id) const noexcept;
   std::size_t stack_count() const noexcept { return stacks_.size(); }
+  // The Python frames of a Python stack seen so far (innermost first); empty for id 0.
+  const std::vector<TracePythonFrame>& python_stack(std::uint32_t id) const noexcept;
+  std::size_t python_stack_count() const noexcept { return python_stacks_.size(); }
 
   // True when `head` (the first bytes of a file) is a luma trace.
   static bool accepts(std::string_view head) noexcept { return trace::has_trace_magic(head); }
@@ -105,6 +117,7 @@ class TraceReader {
   std::uint64_t slots_ = 0;  // whole slots to read
   TraceTruncation truncation_;
   std::vector<std::vector<std::uint64_t>> stacks_;
+  std::vector<std::vector<TracePythonFrame>> python_stacks_;
 };
 
 // Reads the whole trace into memory (small traces, tests).

@@ -309,15 +309,86 @@ std::uint32_t TraceWriter::intern_stack(std::span<const std::uint64_t> stack) no
   }
 }
 
+namespace {
+
+// The longest prefix of `s` within `limit` bytes that does not split a UTF-8 sequence.
+std::string_view cut_utf8(std::string_view s, std::size_t limit) noexcept {
+  if (s.size() <= limit) return s;
+  std::size_t n = limit;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
+}  // namespace
+
+std::uint32_t TraceWriter::intern_python_stack(std::span<const PythonFrame> frames) noexcept {
+  if (frames.size() > kMaxPythonFrames) frames = frames.first(kMaxPythonFrames);
+  std::uint64_t h = 0x13198A2E03707344ull;
+  for (const PythonFrame& f : frames) {
+    h = intern_hash(h ^ reinterpret_cast<std::uintptr_t>(f.file.data()) ^ f.file.size() << 48);
+    h = intern_hash(h ^ reinterpret_cast<std::uintptr_t>(f.function.data()) ^
+                    f.function.size() << 48);
+    h = intern_hash(h ^ f.line);
+  }
+  auto same = [&](const std::vector<StoredPythonFrame>& stored) {
+    if (stored.size() != frames.size()) return false;
+    for (std::size_t k = 0; k < stored.size(); ++k) {
+      if (stored[k].line != frames[k].line ||
+          stored[k].file != cut_utf8(frames[k].file, kMaxPythonNameBytes) ||
+          stored[k].function != cut_utf8(frames[k].function, kMaxPythonNameBytes))
+        return false;
+    }
+    return true;
+  };
+  std::lock_guard<std::mutex> lock(stack_mutex_);
+  auto [lo, hi] = python_ids_.equal_range(h);
+  for (auto it = lo; it != hi; ++it) {
+    if (same(python_stacks_[it->second - 1])) return it->second;
+  }
+  try {
+    const auto id = static_cast<std::uint32_t>(python_stacks_.size() + 1);
+    std::vector<StoredPythonFrame> stored;
+    stored.reserve(frames.size());
+    std::vector<unsigned char> blob(8);
+    const auto n = static_cast<std::uint32_t>(frames.size());
+    std::memcpy(blob.data(), &id, 4);
+    std::memcpy(blob.data() + 4, &n, 4);
+    for (const PythonFrame& f : frames) {
+      const std::string_view file = cut_utf8(f.file, kMaxPythonNameBytes);
+      const std::string_view function = cut_utf8(f.function, kMaxPythonNameBytes);
+      unsigned char fixed[kPythonFrameFixedBytes];
+      const auto file_bytes = static_cast<std::uint16_t>(file.size());
+      const auto function_bytes = static_cast<std::uint16_t>(function.size());
+      std::memcpy(fixed, &f.line, 4);
+      std::memcpy(fixed + 4, &file_bytes, 2);
+      std::memcpy(fixed + 6, &function_bytes, 2);
+      blob.insert(blob.end(), fixed, fixed + sizeof fixed);
+      blob.insert(blob.end(), file.begin(), file.end());
+      blob.insert(blob.end(), function.begin(), function.end());
+      stored.push_back({std::string(file), std::string(function), f.line});
+    }
+    python_stacks_.push_back(std::move(stored));
+    python_ids_.emplace(h, id);
+    // Committed before the id is returned, as a stack_def (intern_stack).
+    const auto len = static_cast<std::uint32_t>(blob.size());
+    put_blob(claim(blob_slots(len)), BlobType::python_stack_def, blob.data(), len);
+    return id;
+  } catch (...) {
+    return 0;  // out of host memory: the event is written without its Python frames
+  }
+}
+
 void TraceWriter::write_slow(const Event& e, std::uint64_t thread, std::uint64_t stream,
                              EntryPoint entry, std::uint64_t time_ns,
-                             std::span<const std::uint64_t> stack) noexcept {
+                             std::span<const std::uint64_t> stack,
+                             std::span<const PythonFrame> python) noexcept {
   if (closed_) return;
   std::uint32_t stack_id = 0;
   if (!stack.empty() && stack_depth_ > 0) {
     if (stack.size() > stack_depth_) stack = stack.first(stack_depth_);
     stack_id = intern_stack(stack);
   }
+  const std::uint32_t python_id = python.empty() ? 0 : intern_python_stack(python);
   const std::uint64_t time = time_ns > clock_base_ ? time_ns - clock_base_ : 0;
   const int tid = intern(threads_, SlotKind::thread_def, thread);
   const int sid = intern(streams_, SlotKind::stream_def, stream);
@@ -331,13 +402,15 @@ void TraceWriter::write_slow(const Event& e, std::uint64_t thread, std::uint64_t
   f.requested = e.requested;
   const bool narrow = tid >= 0 && sid >= 0 && e.device >= 0 &&
                       e.device < (1 << kDeviceBits) && fits_narrow(f);
-  const std::uint64_t extra = stack_id != 0 ? 1 : 0;
+  const std::uint64_t extra = (stack_id | python_id) != 0 ? 1 : 0;
+  const std::uint64_t callsite =
+      static_cast<std::uint64_t>(SlotKind::callsite) | std::uint64_t{stack_id} << 4;
   if (narrow) [[likely]] {
     f.thread_id = static_cast<std::uint16_t>(tid);
     f.stream_id = static_cast<std::uint16_t>(sid);
     const Words w = encode_narrow(f);
     const std::uint64_t s = claim(1 + extra);
-    if (extra) put(s, static_cast<std::uint64_t>(SlotKind::callsite) | std::uint64_t{stack_id} << 4, 0, 0);
+    if (extra) put(s, callsite, python_id, 0);
     put(s + extra, w.w0, w.w1, w.w2);
     return;
   }
@@ -349,7 +422,7 @@ void TraceWriter::write_slow(const Event& e, std::uint64_t thread, std::uint64_t
   const std::uint64_t fields[6] = {thread, stream, time, e.address, e.size, e.requested};
   std::memcpy(blob + 8, fields, sizeof fields);
   const std::uint64_t s = claim(extra + blob_slots(kWideEventBytes));
-  if (extra) put(s, static_cast<std::uint64_t>(SlotKind::callsite) | std::uint64_t{stack_id} << 4, 0, 0);
+  if (extra) put(s, callsite, python_id, 0);
   put_blob(s + extra, BlobType::wide_event, blob, kWideEventBytes);
 }
 

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -34,6 +35,14 @@
 #include "trace/trace_header.h"
 
 namespace luma::core {
+
+// One Python frame of an allocation's call site (version 2): the code's file and function
+// (qualified) name and the line being executed. The writer copies what it keeps.
+struct PythonFrame {
+  std::string_view file;
+  std::string_view function;
+  std::uint32_t line = 0;
+};
 
 struct TraceWriterOptions {
   // A helper thread maps and pre-faults the next two chunks while the current one fills,
@@ -56,10 +65,13 @@ class TraceWriter {
   // `thread` and `stream` are any 64-bit values (the OS thread id, the stream handle);
   // `time_ns` is on the clock of header.clock_base_ns (earlier readings are stored as 0).
   // `stack`: return addresses of an alloc, innermost first (cut to header.stack_depth).
+  // `python`: its Python frames, innermost first (cut to trace::kMaxPythonFrames, each
+  // name to trace::kMaxPythonNameBytes).
   void write(const Event& event, std::uint64_t thread, std::uint64_t stream,
              trace::EntryPoint entry, std::uint64_t time_ns,
-             std::span<const std::uint64_t> stack = {}) noexcept {
-    if (stack.empty()) [[likely]] {
+             std::span<const std::uint64_t> stack = {},
+             std::span<const PythonFrame> python = {}) noexcept {
+    if (stack.empty() && python.empty()) [[likely]] {
       const int tid = lookup(threads_, thread);
       const int sid = lookup(streams_, stream);
       trace::NarrowFields f;
@@ -86,7 +98,7 @@ class TraceWriter {
         return;
       }
     }
-    write_slow(event, thread, stream, entry, time_ns, stack);
+    write_slow(event, thread, stream, entry, time_ns, stack, python);
   }
 
   // Records the slot count in the header and trims the file to its used size. Returns
@@ -131,8 +143,10 @@ class TraceWriter {
   [[gnu::noinline]] void write_slow(const Event& event, std::uint64_t thread,
                                     std::uint64_t stream, trace::EntryPoint entry,
                                     std::uint64_t time_ns,
-                                    std::span<const std::uint64_t> stack) noexcept;
+                                    std::span<const std::uint64_t> stack,
+                                    std::span<const PythonFrame> python) noexcept;
   std::uint32_t intern_stack(std::span<const std::uint64_t> stack) noexcept;
+  std::uint32_t intern_python_stack(std::span<const PythonFrame> frames) noexcept;
   std::uint64_t claim(std::uint64_t slots) noexcept {
     return next_slot_.fetch_add(slots, std::memory_order_relaxed);
   }
@@ -184,6 +198,15 @@ class TraceWriter {
   std::mutex stack_mutex_;
   std::unordered_multimap<std::uint64_t, std::uint32_t> stack_ids_;  // hash -> id
   std::vector<std::vector<std::uint64_t>> stacks_;                  // id - 1 -> frames
+  // Python stacks: keyed by a hash of the names' addresses and the lines (the shim hands
+  // the same interned names for the same code, so a repeated site hashes no text), and
+  // compared by content, so equal stacks named from other storage are merely stored twice.
+  struct StoredPythonFrame {
+    std::string file, function;
+    std::uint32_t line;
+  };
+  std::unordered_multimap<std::uint64_t, std::uint32_t> python_ids_;  // hash -> id
+  std::vector<std::vector<StoredPythonFrame>> python_stacks_;       // id - 1 -> frames
   bool closed_ = false;
   // The helper thread: maps chunks up to prefault_want_.
   std::thread prefault_;

@@ -25,7 +25,8 @@ TEST(Settings, DefaultsWhenNothingIsSet) {
   EXPECT_TRUE(l.settings.stats_file.empty());
   EXPECT_FALSE(l.settings.disable);
   EXPECT_EQ(l.settings.core.free_sync, core::FreeSync::event);
-  ASSERT_EQ(l.table.size(), 9u);
+  ASSERT_EQ(l.table.size(), 10u);
+  EXPECT_EQ(l.settings.trace_python, 32u);
   EXPECT_TRUE(l.settings.plan.empty());
   for (const SettingRow& row : l.table) EXPECT_EQ(row.name.rfind("LUMA_", 0), 0u) << row.name;
 }
@@ -56,6 +57,18 @@ TEST(Settings, ReadsEveryVariable) {
   EXPECT_TRUE(l.settings.disable);
   EXPECT_EQ(l.settings.core.free_sync, core::FreeSync::none);
   EXPECT_EQ(l.settings.plan, "/tmp/plan.json");
+}
+
+// LUMA_TRACE_PYTHON: a number of Python frames up to the trace format's limit.
+TEST(Settings, TracePythonIsAFrameCountUpTo64) {
+  EXPECT_EQ(read({{"LUMA_TRACE_PYTHON", "0"}}).settings.trace_python, 0u);
+  EXPECT_EQ(read({{"LUMA_TRACE_PYTHON", "64"}}).settings.trace_python, 64u);
+  LoadedSettings l = read({{"LUMA_TRACE_PYTHON", "65"}});
+  ASSERT_EQ(l.errors.size(), 1u);
+  EXPECT_NE(l.errors[0].find("LUMA_TRACE_PYTHON='65' is not a number of frames 0..64"),
+            std::string::npos)
+      << l.errors[0];
+  EXPECT_EQ(l.settings.trace_python, 32u);
 }
 
 TEST(Settings, BadValueIsNamedAndDefaultKept) {
