@@ -22,7 +22,8 @@ std::size_t HostCache::block_size(std::size_t bytes) const noexcept {
   return (bytes + g - 1) & ~(g - 1);
 }
 
-std::optional<HostBlock> HostCache::take(std::size_t bytes, unsigned flags) {
+std::optional<HostBlock> HostCache::take(std::size_t bytes, unsigned flags,
+                                         std::uintptr_t owner) {
   const std::size_t need = block_size(bytes);
   if (need == 0) return std::nullopt;
   const std::size_t slack = need >> options_.slack_shift;
@@ -30,8 +31,10 @@ std::optional<HostBlock> HostCache::take(std::size_t bytes, unsigned flags) {
                                ? std::numeric_limits<std::size_t>::max()
                                : need + slack;
   int fenced = 0;
-  for (auto it = by_size_.lower_bound({flags, need});
-       it != by_size_.end() && it->first.first == flags && it->first.second <= most; ++it) {
+  const Key want = key_of(flags, owner, need);
+  for (auto it = by_size_.lower_bound(want); it != by_size_.end() && it->first.flags == flags &&
+                                             it->first.owner == want.owner && it->first.bytes <= most;
+       ++it) {
     Held& h = held_.at(it->second);
     if (h.fence != kNoHostFence) {
       if (!fences_.done(h.fence)) {
@@ -63,7 +66,8 @@ HostBlock HostCache::unhold(std::uint64_t seq) {
   auto it = held_.find(seq);
   Held h = it->second;
   held_.erase(it);
-  auto range = by_size_.equal_range({h.block.flags, h.block.bytes});
+  held_seq_.erase(h.block.ptr);
+  auto range = by_size_.equal_range(key_of(h.block.flags, h.block.owner, h.block.bytes));
   for (auto s = range.first; s != range.second; ++s)
     if (s->second == seq) {
       by_size_.erase(s);
@@ -86,7 +90,7 @@ void HostCache::make_room(std::uint64_t incoming, std::vector<HostBlock>& to_fre
 
 HostCache::Freed HostCache::give_back(void* ptr, std::vector<HostBlock>& to_free) {
   auto it = live_.find(ptr);
-  if (it == live_.end()) return Freed::not_ours;
+  if (it == live_.end()) return held_seq_.count(ptr) != 0 ? Freed::twice : Freed::not_ours;
   const HostBlock b = it->second;
   // Room in the vector first: after the block left live_, nothing may throw.
   to_free.reserve(to_free.size() + held_.size() + 1);
@@ -103,7 +107,13 @@ HostCache::Freed HostCache::give_back(void* ptr, std::vector<HostBlock>& to_free
   try {
     auto [pos, inserted] = held_.emplace(seq, Held{b, kNoHostFence});
     try {
-      by_size_.emplace(Key{b.flags, b.bytes}, seq);
+      auto s = by_size_.emplace(key_of(b.flags, b.owner, b.bytes), seq);
+      try {
+        held_seq_.emplace(b.ptr, seq);
+      } catch (...) {
+        by_size_.erase(s);
+        throw;
+      }
     } catch (...) {
       held_.erase(pos);
       throw;
@@ -125,6 +135,38 @@ HostCache::Freed HostCache::give_back(void* ptr, std::vector<HostBlock>& to_free
 void HostCache::release_all(std::vector<HostBlock>& to_free) {
   to_free.reserve(to_free.size() + held_.size());
   while (!held_.empty()) to_free.push_back(unhold(held_.begin()->first));
+}
+
+void HostCache::disown(const void* ptr) noexcept {
+  auto it = live_.find(ptr);
+  if (it == live_.end()) return;
+  --stats_.live_blocks;
+  stats_.live_bytes -= it->second.bytes;
+  live_.erase(it);
+}
+
+std::size_t HostCache::forget_owner(std::uintptr_t owner) {
+  std::size_t n = 0;
+  for (auto it = held_.begin(); it != held_.end();) {
+    const std::uint64_t seq = it->first;
+    const bool theirs = it->second.block.owner == owner;
+    ++it;  // before unhold erases it
+    if (theirs) {
+      unhold(seq);
+      ++n;
+    }
+  }
+  for (auto it = live_.begin(); it != live_.end();) {
+    if (it->second.owner == owner) {
+      --stats_.live_blocks;
+      stats_.live_bytes -= it->second.bytes;
+      it = live_.erase(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  return n;
 }
 
 }  // namespace luma::core

@@ -6,7 +6,10 @@
 //
 // Rules (docs/architecture.md, "Pinned host memory"):
 // - one pool per flag set: a block allocated with DEVICEMAP never serves a request
-//   without it, nor the other way round (the flags change what the memory is);
+//   without it, nor the other way round (the flags change what the memory is); and per
+//   owner (the allocating CUDA context) unless its flags include one of any_owner_flags
+//   (PORTABLE: "considered as pinned memory by all CUDA contexts"); an owner that ends
+//   takes its blocks with it (forget_owner);
 // - sizes are rounded up to the granule (a page: the driver pins whole pages anyway), and
 //   a cached block serves a request only if it is at most 1/2^slack_shift larger (1/8 by
 //   default): never power-of-two rounding, which in PyTorch's host cache held up to twice
@@ -21,6 +24,7 @@
 // Not thread-safe: the owner locks around every call.
 #pragma once
 
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -55,13 +59,17 @@ struct HostCacheOptions {
   std::size_t granule = 4096;
   // A cached block of `b` bytes serves a request rounded to `r` when r <= b <= r + r/2^shift.
   unsigned slack_shift = 3;
+  // Flags that make a block serve requests of any owner (the shim: PORTABLE).
+  unsigned any_owner_flags = 0;
 };
 
-// A driver allocation: its address, its size as allocated (rounded), its flags.
+// A driver allocation: its address, its size as allocated (rounded), its flags, and its
+// owner (the shim: the context that allocated it; 0 for none).
 struct HostBlock {
   void* ptr = nullptr;
   std::size_t bytes = 0;
   unsigned flags = 0;
+  std::uintptr_t owner = 0;
 };
 
 struct HostCacheStats {
@@ -91,9 +99,10 @@ class HostCache {
   // overflows or bytes is 0.
   std::size_t block_size(std::size_t bytes) const noexcept;
 
-  // A freed block of `flags` fitting `bytes` whose fence is done, now live; nullopt: the
-  // caller allocates block_size(bytes) from the driver and adopt()s it.
-  std::optional<HostBlock> take(std::size_t bytes, unsigned flags);
+  // A freed block of `flags` (and `owner`, see any_owner_flags) fitting `bytes` whose
+  // fence is done, now live; nullopt: the caller allocates block_size(bytes) from the
+  // driver and adopt()s it.
+  std::optional<HostBlock> take(std::size_t bytes, unsigned flags, std::uintptr_t owner = 0);
   // b (a new driver allocation) is the program's now, and luma's to cache when freed.
   void adopt(const HostBlock& b);
 
@@ -101,15 +110,23 @@ class HostCache {
     not_ours,   // not a block this cache handed out: the caller forwards the free
     cached,     // held for reuse
     to_driver,  // larger than the bound: the caller frees it (in to_free)
+    twice,      // already freed and held here: the driver's answer to a second free is
+                // CUDA_ERROR_INVALID_VALUE, and forwarding it would free a cached block
   };
   // The program freed ptr. Blocks the caller must free with the driver are appended to
   // to_free (evicted older blocks, or this one).
   Freed give_back(void* ptr, std::vector<HostBlock>& to_free);
 
+  // The cache forgets live block ptr (the caller gives it to the driver itself, when
+  // give_back could not take it for want of host memory).
+  void disown(const void* ptr) noexcept;
   // Whether ptr is a live block of this cache.
   bool owns(const void* ptr) const noexcept { return live_.count(ptr) != 0; }
   // Every held block, fenced or not, into to_free (freeing to the driver is always safe).
   void release_all(std::vector<HostBlock>& to_free);
+  // The owner ended and the driver freed its blocks with it: forget them, held and live
+  // (a later free of a live one is not ours, and the driver answers it). Returns how many.
+  std::size_t forget_owner(std::uintptr_t owner);
 
   const HostCacheStats& stats() const noexcept { return stats_; }
   const HostCacheOptions& options() const noexcept { return options_; }
@@ -119,7 +136,17 @@ class HostCache {
     HostBlock block;
     HostFence fence = kNoHostFence;  // kNoHostFence once done (or never needed)
   };
-  using Key = std::pair<unsigned, std::size_t>;  // (flags, bytes)
+  // (flags, owner or 0 when the flags serve any owner, bytes): best fit in one pool is the
+  // next key up.
+  struct Key {
+    unsigned flags;
+    std::uintptr_t owner;
+    std::size_t bytes;
+    auto operator<=>(const Key&) const = default;
+  };
+  Key key_of(unsigned flags, std::uintptr_t owner, std::size_t bytes) const noexcept {
+    return {flags, (flags & options_.any_owner_flags) != 0 ? 0 : owner, bytes};
+  }
 
   // Moves held block `seq` out of both indexes; returns it (its fence already released).
   HostBlock unhold(std::uint64_t seq);
@@ -130,7 +157,8 @@ class HostCache {
   HostCacheOptions options_;
   std::unordered_map<const void*, HostBlock> live_;
   std::map<std::uint64_t, Held> held_;          // by free order: oldest first (eviction)
-  std::multimap<Key, std::uint64_t> by_size_;   // (flags, bytes) -> seq, best fit first
+  std::unordered_map<const void*, std::uint64_t> held_seq_;  // ptr -> its key in held_
+  std::multimap<Key, std::uint64_t> by_size_;   // -> seq, best fit first
   std::uint64_t next_seq_ = 0;
   HostCacheStats stats_;
 };

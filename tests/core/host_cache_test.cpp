@@ -37,8 +37,8 @@ class ManualFences final : public HostFences {
 
 // Stands in for the driver: fresh, distinct addresses.
 struct Driver {
-  HostBlock alloc(HostCache& c, std::size_t bytes, unsigned flags) {
-    HostBlock b{reinterpret_cast<void*>(next), c.block_size(bytes), flags};
+  HostBlock alloc(HostCache& c, std::size_t bytes, unsigned flags, std::uintptr_t owner = 0) {
+    HostBlock b{reinterpret_cast<void*>(next), c.block_size(bytes), flags, owner};
     next += b.bytes + 4096;
     c.adopt(b);
     return b;
@@ -49,9 +49,10 @@ struct Driver {
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 // What a program's allocation gets: a cached block, else a new one.
-HostBlock get(HostCache& c, Driver& d, std::size_t bytes, unsigned flags = 0) {
-  if (auto b = c.take(bytes, flags)) return *b;
-  return d.alloc(c, bytes, flags);
+HostBlock get(HostCache& c, Driver& d, std::size_t bytes, unsigned flags = 0,
+              std::uintptr_t owner = 0) {
+  if (auto b = c.take(bytes, flags, owner)) return *b;
+  return d.alloc(c, bytes, flags, owner);
 }
 
 TEST(HostCache, HitAfterFreeOnceTheFenceIsDone) {
@@ -99,6 +100,41 @@ TEST(HostCache, FlagSetsArePoolsOfTheirOwn) {
   auto b = c.take(kMiB, 0x2);
   ASSERT_TRUE(b.has_value());
   EXPECT_EQ(b->flags, 0x2u);
+}
+
+TEST(HostCache, BlocksServeTheirOwnerUnlessTheirFlagsServeAny) {
+  ManualFences f;
+  HostCache c(f, {.any_owner_flags = 0x1});  // PORTABLE
+  Driver d;
+  HostBlock mine = get(c, d, kMiB, 0, 7), portable = get(c, d, kMiB, 0x1, 7);
+  std::vector<HostBlock> to_free;
+  c.give_back(mine.ptr, to_free);
+  c.give_back(portable.ptr, to_free);
+  f.finish_all();
+  EXPECT_FALSE(c.take(kMiB, 0, 8).has_value()) << "pinned for context 7 only";
+  auto p = c.take(kMiB, 0x1, 8);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->ptr, portable.ptr);
+  auto m = c.take(kMiB, 0, 7);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->ptr, mine.ptr);
+}
+
+TEST(HostCache, ForgetOwnerDropsItsBlocksWithoutFreeingThem) {
+  ManualFences f;
+  HostCache c(f, {});
+  Driver d;
+  HostBlock held = get(c, d, kMiB, 0, 7), live = get(c, d, kMiB, 0, 7), other = get(c, d, kMiB, 0, 9);
+  std::vector<HostBlock> to_free;
+  c.give_back(held.ptr, to_free);
+  EXPECT_EQ(c.forget_owner(7), 2u);
+  EXPECT_FALSE(c.owns(live.ptr));
+  EXPECT_TRUE(c.owns(other.ptr));
+  EXPECT_EQ(c.stats().held_bytes, 0u);
+  EXPECT_EQ(c.stats().live_blocks, 1u);
+  EXPECT_TRUE(f.live.empty());
+  EXPECT_TRUE(to_free.empty());
+  EXPECT_EQ(c.give_back(live.ptr, to_free), HostCache::Freed::not_ours);
 }
 
 TEST(HostCache, SizesRoundToAPageNotAPowerOfTwo) {
@@ -190,7 +226,7 @@ TEST(HostCache, ZeroLimitKeepsNothing) {
   EXPECT_EQ(c.stats().held_bytes, 0u);
 }
 
-TEST(HostCache, UnknownPointerIsNotOurs) {
+TEST(HostCache, UnknownPointerIsNotOursAndASecondFreeIsTwice) {
   ManualFences f;
   HostCache c(f, {});
   Driver d;
@@ -199,8 +235,8 @@ TEST(HostCache, UnknownPointerIsNotOurs) {
   EXPECT_EQ(c.give_back(&x, to_free), HostCache::Freed::not_ours);
   HostBlock a = get(c, d, 4096);
   c.give_back(a.ptr, to_free);
-  EXPECT_EQ(c.give_back(a.ptr, to_free), HostCache::Freed::not_ours)
-      << "a second free of a cached block is the driver's error to report";
+  EXPECT_EQ(c.give_back(a.ptr, to_free), HostCache::Freed::twice)
+      << "a second free of a cached block must not reach the driver, which would free it";
   EXPECT_TRUE(to_free.empty());
 }
 
