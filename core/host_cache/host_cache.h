@@ -18,7 +18,8 @@
 //   still read or write it) and handed out again only once the fence is done;
 // - the bytes held (freed blocks, fenced or not) are bounded: the least recently freed go
 //   back to the driver first; a block larger than the bound goes back at once. Freeing to
-//   the driver is what the program asked for anyway, so it is safe whatever its fence.
+//   the driver is what the program asked for (earlier), so it is no less safe than the
+//   program without luma, whatever the block's fence.
 //
 // Makes no driver call: take/adopt/give_back say what the caller must allocate or free.
 // Not thread-safe: the owner locks around every call.
