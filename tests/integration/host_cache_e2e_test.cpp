@@ -109,6 +109,8 @@ TEST(HostCache, FlagSetsArePoolsAndTheDriverAnswersForTheBlock) {
     EXPECT_EQ(r.value("mapped_flags"), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE)
         << r.result.out;
     EXPECT_EQ(r.value("device_pointer_ok"), 1) << r.result.out;
+    EXPECT_EQ(r.value("bad_flags"), CUDA_ERROR_INVALID_VALUE) << r.result.out;
+    EXPECT_EQ(r.value("zero_size"), CUDA_ERROR_INVALID_VALUE) << r.result.out;
     if (luma) {
       EXPECT_EQ(r.value("plain_is_first"), 0) << "a DEVICEMAP block never serves flags 0";
       EXPECT_EQ(r.value("mapped_is_first"), 1) << "the same flags and size: reused";

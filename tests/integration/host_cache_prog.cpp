@@ -3,7 +3,8 @@
 // libluma.so preloaded. Each mode prints "key=value" lines the test reads, with the
 // stand-in's own count of real pinned allocations (luma_fake_get_host_counters).
 //   reuse N      N rounds of cuMemHostAlloc(1 MiB + 1), cuMemFreeHost, cuCtxSynchronize
-//   flags        flag sets: cuMemHostGetFlags and cuMemHostGetDevicePointer of reused blocks
+//   flags        flag sets: cuMemHostGetFlags and cuMemHostGetDevicePointer of reused blocks;
+//                bad flags and size 0
 //   bound        4 blocks of 1 MiB freed, then 4 asked for again
 //   foreign      a block allocated behind luma's back (the driver's own symbol) freed
 //                through cuMemFreeHost; a stack address; a second free
@@ -91,6 +92,9 @@ int flags() {
               d == reinterpret_cast<CUdeviceptr>(again));
   check(cuMemFreeHost(again), "cuMemFreeHost");
   check(cuMemFreeHost(plain), "cuMemFreeHost");
+  void* bad = nullptr;
+  std::printf("bad_flags=%d\n", static_cast<int>(cuMemHostAlloc(&bad, 4096, 0x80)));
+  std::printf("zero_size=%d\n", static_cast<int>(cuMemHostAlloc(&bad, 0, 0)));
   counters();
   return 0;
 }
