@@ -90,10 +90,11 @@ std::optional<CUresult> PinnedHostCache::allocate(void** pp, std::size_t bytes, 
     r = real(&p, size);
   }
   if (r != CUDA_SUCCESS) return r;
-  {
+  try {
     std::lock_guard lock(mutex_);
     cache_.adopt({p, size, flags, owner});
-  }
+  } catch (...) {  // no host memory to track it: the program gets it uncached (its free is
+  }               // then not the cache's, and goes to the driver)
   *pp = p;
   return CUDA_SUCCESS;
 }

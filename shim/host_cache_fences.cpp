@@ -85,6 +85,7 @@ bool DriverHostFences::record_in(CUcontext ctx, Slot& s) noexcept {
 
 core::HostFence DriverHostFences::record() noexcept {
   std::uint32_t index = 0;
+  bool have_slot = false;
   try {
     if (!free_slots_.empty()) {
       index = free_slots_.back();
@@ -93,6 +94,7 @@ core::HostFence DriverHostFences::record() noexcept {
       slots_.emplace_back();
       index = static_cast<std::uint32_t>(slots_.size() - 1);
     }
+    have_slot = true;
     Slot& s = slots_[index];
     s.used = true;
     contexts_.for_each_live([&](const ContextEntry& e) {
@@ -108,7 +110,7 @@ core::HostFence DriverHostFences::record() noexcept {
     contexts_.for_each_live([&](const ContextEntry& e) {
       if (!capturing(e.ctx)) synchronize(e.ctx);
     });
-    if (index < slots_.size() && slots_[index].used) release(index + 1);
+    if (have_slot) release(index + 1);
     return core::kNoHostFence;
   }
   Slot& s = slots_[index];

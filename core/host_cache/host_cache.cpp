@@ -92,8 +92,15 @@ HostCache::Freed HostCache::give_back(void* ptr, std::vector<HostBlock>& to_free
   auto it = live_.find(ptr);
   if (it == live_.end()) return held_seq_.count(ptr) != 0 ? Freed::twice : Freed::not_ours;
   const HostBlock b = it->second;
-  // Room in the vector first: after the block left live_, nothing may throw.
-  to_free.reserve(to_free.size() + held_.size() + 1);
+  // Room in the vector first (this block and the ones make_room will evict): after the
+  // block left live_, nothing may throw before it is held or handed back.
+  std::size_t evict = 0;
+  if (b.bytes <= options_.limit) {
+    std::uint64_t held = stats_.held_bytes;
+    for (auto h = held_.begin(); h != held_.end() && held + b.bytes > options_.limit; ++h, ++evict)
+      held -= h->second.block.bytes;
+  }
+  to_free.reserve(to_free.size() + evict + 1);
   live_.erase(it);
   --stats_.live_blocks;
   stats_.live_bytes -= b.bytes;
