@@ -159,5 +159,22 @@ TEST(HostCache, BlockWithAPendingCopyIsNotReusedUntilItCompletes) {
   }
 }
 
+// A free while a global-mode capture is underway: luma records no event on the capturing
+// stream and makes no call the capture forbids, so the capture ends valid; the fence is
+// recorded after it, and the block is reused once that work is done. (The stand-in alone
+// refuses the free as an unsafe call and invalidates the capture: the cache's hit needs
+// no driver call, docs/architecture.md.)
+TEST(HostCache, FreeDuringACaptureIsFencedAfterIt) {
+  ProgRun r = run_prog({"capture"}, true);
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_EQ(r.value("free_in_capture"), CUDA_SUCCESS) << r.result.out;
+  EXPECT_EQ(r.value("end_capture"), CUDA_SUCCESS) << r.result.out;
+  EXPECT_EQ(r.value("reused_after_capture"), 1) << r.result.out;
+  ProgRun alone = run_prog({"capture"}, false);
+  ASSERT_EQ(alone.result.exit_code, 0) << describe(alone.result);
+  EXPECT_EQ(alone.value("free_in_capture"), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) << alone.result.out;
+  EXPECT_EQ(alone.value("end_capture"), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) << alone.result.out;
+}
+
 }  // namespace
 }  // namespace luma::integration

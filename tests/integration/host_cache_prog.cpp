@@ -8,6 +8,9 @@
 //   bound        4 blocks of 1 MiB freed, then 4 asked for again
 //   foreign      a block allocated behind luma's back (the driver's own symbol) freed
 //                through cuMemFreeHost; a stack address; a second free
+//   capture      a block freed while a global-mode capture is underway on a non-blocking
+//                stream (luma records nothing there, the capture stays valid), then the
+//                capture ended and the block asked for again once the work is done
 //   pending S    a block whose cuMemcpyHtoDAsync on stream S (legacy | nonblocking) has not
 //                run yet is freed, a block of the same size asked for and overwritten,
 //                then the copy runs: the device must hold the first block's bytes
@@ -183,6 +186,33 @@ int pending(const std::string& which) {
   return 0;
 }
 
+int capture() {
+  CUstream s = nullptr;
+  check(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  CUdeviceptr dev = 0;
+  check(cuMemAlloc_v2(&dev, kMiB), "cuMemAlloc");
+  void* a = nullptr;
+  check(cuMemHostAlloc(&a, kMiB, 0), "cuMemHostAlloc");
+  check(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+  check(cuMemcpyHtoDAsync_v2(dev, a, kMiB, s), "cuMemcpyHtoDAsync (captured)");
+  std::printf("free_in_capture=%d\n", static_cast<int>(cuMemFreeHost(a)));
+  CUgraph graph = nullptr;
+  std::printf("end_capture=%d\n", static_cast<int>(cuStreamEndCapture(s, &graph)));
+  if (graph != nullptr) check(cuGraphDestroy(graph), "cuGraphDestroy");
+  // Twice: the first allocation after the capture records the deferred fence, which the
+  // synchronization then completes.
+  void* b = nullptr;
+  check(cuMemHostAlloc(&b, kMiB, 0), "cuMemHostAlloc after the capture");
+  check(cuCtxSynchronize(), "cuCtxSynchronize");
+  void* c = nullptr;
+  check(cuMemHostAlloc(&c, kMiB, 0), "cuMemHostAlloc after the synchronization");
+  std::printf("reused_after_capture=%d\n", b == a || c == a);
+  check(cuMemFreeHost(b), "cuMemFreeHost");
+  check(cuMemFreeHost(c), "cuMemFreeHost");
+  counters();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -196,6 +226,7 @@ int main(int argc, char** argv) {
   if (mode == "flags") return flags();
   if (mode == "bound") return bound();
   if (mode == "foreign") return foreign();
+  if (mode == "capture") return capture();
   if (mode == "pending" && argc == 3) return pending(argv[2]);
   std::fprintf(stderr, "host_cache_prog: unknown mode\n");
   return 2;
