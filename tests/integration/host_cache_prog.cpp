@@ -166,6 +166,9 @@ int pending(const std::string& which) {
   luma_fake_set_gate_open(0);  // the copy is queued, not run: "still running", no timing
   check(cuMemcpyHtoDAsync_v2(dev, a, n, s), "cuMemcpyHtoDAsync");
   check(cuMemFreeHost(a), "cuMemFreeHost");
+  // On a non-blocking stream the copy is no part of the legacy stream's work: the legacy
+  // stream is drained here, so a fence on it alone would be done now, whatever the timing.
+  if (s != nullptr) check(cuStreamSynchronize(nullptr), "cuStreamSynchronize(legacy)");
   void* b = nullptr;
   check(cuMemHostAlloc(&b, n, 0), "cuMemHostAlloc while the copy is pending");
   std::memset(b, 'b', n);
