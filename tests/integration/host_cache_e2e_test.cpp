@@ -159,6 +159,18 @@ TEST(HostCache, BlockWithAPendingCopyIsNotReusedUntilItCompletes) {
   }
 }
 
+// Threads allocating and freeing at once: no block is ever handed to two of them (each
+// fills its block with its own byte and checks it), and the cache serves most requests.
+TEST(HostCache, ThreadsNeverShareABlock) {
+  ProgRun r = run_prog({"threads", "4", "200"}, true);
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_EQ(r.value("corrupt"), 0) << r.result.out;
+  ASSERT_TRUE(r.stats.is_object()) << describe(r.result);
+  const json& h = r.stats["host_cache"];
+  EXPECT_EQ(h["hits"].get<long long>() + h["misses"].get<long long>(), 800) << h.dump();
+  EXPECT_EQ(h["live_blocks"], 0) << h.dump();
+}
+
 // A free while a global-mode capture is underway: luma makes no call the capture forbids,
 // so the capture ends valid, and the block is reused once the work after it is done. (The
 // stand-in alone refuses the free as an unsafe call and invalidates the capture: the

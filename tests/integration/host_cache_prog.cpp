@@ -11,6 +11,8 @@
 //   capture      a block freed while a global-mode capture is underway on a non-blocking
 //                stream (luma records nothing there, the capture stays valid), then the
 //                capture ended and the block asked for again once the work is done
+//   threads T R  T threads, R rounds each: a block of one of 4 sizes, filled with the
+//                thread's byte, checked, freed; blocks must never be shared between threads
 //   pending S    a block whose cuMemcpyHtoDAsync on stream S (legacy | nonblocking) has not
 //                run yet is freed, a block of the same size asked for and overwritten,
 //                then the copy runs: the device must hold the first block's bytes
@@ -20,7 +22,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fake_control.h"
@@ -216,6 +220,33 @@ int capture() {
   return 0;
 }
 
+int threads(int count, int rounds) {
+  CUcontext ctx = nullptr;
+  check(cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  std::atomic<long> corrupt{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < count; ++t)
+    workers.emplace_back([&, t] {
+      check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+      const size_t sizes[] = {4096, 100000, kMiB + 1, 3 * kMiB};
+      for (int i = 0; i < rounds; ++i) {
+        const size_t n = sizes[(i + t) % 4];
+        void* p = nullptr;
+        check(cuMemHostAlloc(&p, n, i % 2 == 0 ? 0u : unsigned{CU_MEMHOSTALLOC_PORTABLE}), "cuMemHostAlloc");
+        auto* bytes = static_cast<unsigned char*>(p);
+        std::memset(bytes, t + 1, n);
+        std::this_thread::yield();  // let another thread run while this one holds the block
+        for (size_t k = 0; k < n; k += 4093) corrupt += bytes[k] != t + 1;
+        corrupt += bytes[n - 1] != t + 1;
+        check(cuMemFreeHost(p), "cuMemFreeHost");
+      }
+    });
+  for (std::thread& w : workers) w.join();
+  std::printf("corrupt=%ld\n", corrupt.load());
+  counters();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -230,6 +261,7 @@ int main(int argc, char** argv) {
   if (mode == "bound") return bound();
   if (mode == "foreign") return foreign();
   if (mode == "capture") return capture();
+  if (mode == "threads" && argc == 4) return threads(std::atoi(argv[2]), std::atoi(argv[3]));
   if (mode == "pending" && argc == 3) return pending(argv[2]);
   std::fprintf(stderr, "host_cache_prog: unknown mode\n");
   return 2;
