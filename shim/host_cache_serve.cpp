@@ -44,8 +44,13 @@ CUresult serve_mem_alloc_host(State& s, void** pp, std::size_t bytes) {
 
 CUresult serve_mem_free_host(State& s, void* p) {
   if (s.host_cache != nullptr && p != nullptr) {
-    // The current context gets its entry, so the fence covers its streams too.
-    current_context_entry(s);
+    // The current context gets its entry, so the fence covers its streams too. Whatever
+    // happens there, the free must reach the cache: forwarded, a block the cache still
+    // counts as live would be freed under it.
+    try {
+      current_context_entry(s);
+    } catch (...) {
+    }
     if (auto r = s.host_cache->free(p)) return *r;
   }
   const CUresult r = s.driver.mem_free_host(p);

@@ -56,6 +56,8 @@ std::optional<HostBlock> HostCache::take(std::size_t bytes, unsigned flags,
 }
 
 void HostCache::adopt(const HostBlock& b) {
+  // A stale entry at the same address (a block the cache lost track of) is replaced.
+  if (auto old = live_.find(b.ptr); old != live_.end()) disown(old->first);
   live_.emplace(b.ptr, b);
   ++stats_.misses;
   ++stats_.live_blocks;
