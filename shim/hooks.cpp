@@ -127,19 +127,31 @@ LUMA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsig
       dptr, bytesize, flags);
 }
 
+// Pinned host memory: luma's host cache when serving (host_cache_serve.cpp; it forwards
+// and counts what the cache leaves to the driver), else forwarded and counted.
+static bool serves_host_memory() noexcept { return !RecursionGuard::active() && state().serves(); }
+
 LUMA_EXPORT CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
+  if (serves_host_memory())
+    return serve_or_forward<&RealDriver::mem_alloc_host>("cuMemAllocHost_v2", serve_mem_alloc_host,
+                                                         pp, bytesize);
   return forward_then_observe<&RealDriver::mem_alloc_host>(
       [](State& s, void**, size_t n) { on_forwarded_alloc(s, ForwardedPath::pinned_host, n); }, pp,
       bytesize);
 }
 
 LUMA_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
+  if (serves_host_memory())
+    return serve_or_forward<&RealDriver::mem_host_alloc>("cuMemHostAlloc", serve_mem_host_alloc, pp,
+                                                         bytesize, Flags);
   return forward_then_observe<&RealDriver::mem_host_alloc>(
       [](State& s, void**, size_t n, unsigned) { on_forwarded_alloc(s, ForwardedPath::pinned_host, n); },
       pp, bytesize, Flags);
 }
 
 LUMA_EXPORT CUresult cuMemFreeHost(void* p) {
+  if (serves_host_memory())
+    return serve_or_forward<&RealDriver::mem_free_host>("cuMemFreeHost", serve_mem_free_host, p);
   return forward_then_observe<&RealDriver::mem_free_host>(
       [](State& s, void* q) {
         if (q != nullptr) on_forwarded_free(s, ForwardedPath::pinned_host);

@@ -37,12 +37,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "run_identity.h"
 #include "shim_state.h"
 #include "signal_flush.h"
+#include "host_cache/host_cache_format.h"
 #include "replay/replay_stats_format.h"
 #include "stats/stats_format.h"
 #include "stats_output.h"
@@ -133,8 +135,11 @@ std::string format_output(const State& s, int signal) {
       if (e->allocator.try_replay_stats(&r, deadline)) replay.push_back(r);
     }
   const std::vector<core::ForwardedPathStats> forwarded = s.forwarded.snapshot();
+  std::optional<core::HostCacheStats> host;
+  if (s.host_cache != nullptr) host = s.host_cache->stats_for_exit();
   if (s.settings.stats == StatsFormat::json) {
     extra.push_back({"forwarded_allocations", core::format_forwarded_json(forwarded), false});
+    if (host) extra.push_back({"host_cache", core::format_host_cache_json(*host, s.host_cache->limit()), false});
     if (s.plans.wanted())
       extra.push_back({"plan", core::format_replay_json(s.plans.summary(), replay), false});
     return core::format_stats_json(devices, extra) + "\n";
@@ -148,6 +153,7 @@ std::string format_output(const State& s, int signal) {
     text += core::format_stats_text(devices, extra);
   }
   text += core::format_forwarded_text(forwarded);
+  if (host) text += core::format_host_cache_text(*host, s.host_cache->limit());
   if (s.plans.wanted()) text += core::format_replay_text(s.plans.summary(), replay);
   return text;
 }

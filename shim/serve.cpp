@@ -212,6 +212,7 @@ void retire_entry(State& s, ContextEntry* e) noexcept {
   e->allocator.drop_device_memory();
   if (e->limited != nullptr) e->limited->forget_reserved();  // the budget gets it back
   e->driver_device.forget_events();
+  if (s.host_cache != nullptr) s.host_cache->forget_context(e->ctx);
   s.streams.remove_context(e->ctx);
   s.contexts.retire(e);
   log_noexcept(spdlog::level::info,
@@ -229,6 +230,8 @@ void retire_primary(State& s, CUdevice device) noexcept {
 }
 
 }  // namespace
+
+ContextEntry* current_context_entry(State& s) { return current_entry(s); }
 
 const RealDriver* loaded_driver() noexcept {
   State* s = state_if_ready();

@@ -35,6 +35,15 @@ CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total);
 // that segment from the driver for good and says so when the block is not its start.
 CUresult serve_ipc_get_mem_handle(State& s, CUipcMemHandle* handle, CUdeviceptr dptr);
 
+// ---- pinned host memory (host_cache_serve.cpp): the cache when it is on, else forwarded ----
+// and counted. `real` of cuMemAllocHost is the program's ABI, asked on a miss.
+CUresult serve_mem_host_alloc(State& s, void** pp, std::size_t bytes, unsigned flags);
+CUresult serve_mem_alloc_host(State& s, void** pp, std::size_t bytes);
+CUresult serve_mem_free_host(State& s, void* p);
+// The entry of the context current on this thread, made on first use (nullptr: no context
+// is current, or the table is full).
+ContextEntry* current_context_entry(State& s);
+
 // ---- observers: the real call succeeded, luma updates what it knows ----
 // A forwarded allocation path (forwarded_paths.h): one more call, of `bytes`.
 void on_forwarded_alloc(State& s, ForwardedPath path, std::size_t bytes) noexcept;

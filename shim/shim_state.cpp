@@ -44,6 +44,13 @@ void initialise() noexcept {
     log().debug("libcuda.so.1 could not be loaded; every call is forwarded");
   else if (!s->serving && !s->settings.disable && s->settings.core.caching)
     log().warn("the driver lacks an entry point luma needs; allocations are not cached");
+  if (s->serving && s->settings.core.host_cache) {
+    try {
+      s->host_cache = std::make_unique<PinnedHostCache>(s->driver, s->contexts, s->streams,
+                                                        s->captures, s->settings.core.host_cache_limit);
+    } catch (...) {  // no memory for it: pinned host memory is forwarded, as before
+    }
+  }
   pthread_atfork(nullptr, nullptr, [] { on_fork_child(); });
   // SIGTERM/SIGINT flush the statistics and the trace (only when serving; signal_flush.h).
   install_signal_flush(*s);

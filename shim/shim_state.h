@@ -7,11 +7,13 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <vector>
 
 #include "capture_registry.h"
 #include "context_table.h"
 #include "forwarded_paths.h"
+#include "host_cache_driver.h"
 #include "plan_loader.h"
 #include "real_driver.h"
 #include "settings.h"
@@ -37,6 +39,8 @@ struct State {
   ContextTable contexts;
   // The program's allocations luma forwards (stream-ordered, managed, pinned host), counted.
   ForwardedCounters forwarded;
+  // Pinned host memory served from luma's cache (LUMA_CONF host_cache); nullptr: forwarded.
+  std::unique_ptr<PinnedHostCache> host_cache;
   // LUMA_TRACE: the event trace (attached to each allocator as it is built).
   TraceRecorder recorder;
   // LUMA_PLAN: the plan every context's allocator follows, and the log of divergences.

@@ -86,6 +86,11 @@ const std::vector<Key>& keys() {
       Key{"limit_group", Kind::name, nullptr, nullptr,
           [](Settings& s, std::string_view v) { s.limit_group = std::string(v); },
           [](const Settings& s) { return s.limit_group; }},
+      Key{"host_cache", Kind::boolean, [](Settings& s, std::uint64_t v) { s.host_cache = v != 0; },
+          [](const Settings& s) -> std::uint64_t { return s.host_cache; }},
+      Key{"host_cache_limit", Kind::size,
+          [](Settings& s, std::uint64_t v) { s.host_cache_limit = v; },
+          [](const Settings& s) { return s.host_cache_limit; }},
   };
   return table;
 }

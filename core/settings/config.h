@@ -43,6 +43,10 @@ struct Settings {
   std::uint64_t memory_limit = 0;
   double memory_fraction = 0;
   std::string limit_group;
+  // Pinned host memory (cuMemHostAlloc, cuMemAllocHost) served from luma's cache
+  // (core/host_cache/); host_cache_limit bounds the bytes held in freed blocks.
+  bool host_cache = true;
+  std::uint64_t host_cache_limit = std::uint64_t{1} << 30;
 };
 
 // The longest limit_group name; names are [A-Za-z0-9_.-]{1,64} (they become part of a

@@ -289,3 +289,27 @@ TEST(SettingsKeys, ListsTheMemoryLimitKeys) {
 
 }  // namespace
 }  // namespace luma::core
+
+namespace luma::core {
+namespace {
+
+// ---- pinned host cache ------------------------------------------------------------
+
+TEST(HostCacheSettings, OnByDefaultWithAOneGibBoundAndBothKeysRead) {
+  EXPECT_TRUE(Settings{}.host_cache);
+  EXPECT_EQ(Settings{}.host_cache_limit, std::uint64_t{1} << 30);
+  auto r = parse_settings("host_cache:off,host_cache_limit:256M");
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  EXPECT_FALSE(r.settings.host_cache);
+  EXPECT_EQ(r.settings.host_cache_limit, std::uint64_t{256} << 20);
+  auto bad = parse_settings("host_cache:maybe,host_cache_limit:lots");
+  EXPECT_TRUE(mentions(bad.errors, "host_cache:")) << bad.errors.front();
+  EXPECT_TRUE(mentions(bad.errors, "host_cache_limit")) << bad.errors.front();
+  EXPECT_TRUE(bad.settings.host_cache);
+  const std::string text = format_settings(r.settings);
+  EXPECT_NE(text.find("host_cache:false"), std::string::npos) << text;
+  EXPECT_NE(text.find("host_cache_limit:268435456"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace luma::core

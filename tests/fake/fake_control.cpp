@@ -269,6 +269,7 @@ void luma_fake_reset(void) {
   luma_fake_restore_device();
   luma_fake_set_lost_after(st.env_lost_after);
   luma_fake_set_gate_open(1);
+  reset_host_memory();
 }
 
 }  // extern "C"

@@ -56,6 +56,18 @@ LUMA_FAKE_API void luma_fake_set_lost_after(uint64_t n);
 LUMA_FAKE_API void luma_fake_lose_device(void);
 // The device is back (a test double's luxury: real lost devices stay lost).
 LUMA_FAKE_API void luma_fake_restore_device(void);
+// Page-locked host memory (cuMemAllocHost_v2 / cuMemHostAlloc / cuMemFreeHost), all
+// devices: successful calls since load (or the last reset) and what is live now.
+struct luma_fake_host_counters {
+  uint64_t alloc_calls;
+  uint64_t free_calls;
+  uint64_t live_allocations;
+  uint64_t live_bytes;  // requested sizes
+};
+LUMA_FAKE_API void luma_fake_get_host_counters(struct luma_fake_host_counters* out);
+// The cost of pinning: each successful cuMemHostAlloc / cuMemAllocHost_v2 takes this many
+// microseconds more (the real driver's take milliseconds). 0: none (the default).
+LUMA_FAKE_API void luma_fake_set_host_alloc_us(uint64_t us);
 // Zeroes the counters (live_* keep describing live memory; peak restarts from it) and
 // resets capacity, failure injection (allocations, events, lost device), delay and gate to
 // their environment defaults.

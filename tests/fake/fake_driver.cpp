@@ -131,9 +131,10 @@ size_t page_rounded(size_t n) { return (n + kPage - 1) / kPage * kPage; }
 
 // Host-side memory (page-locked host and managed allocations): whole pages from mmap, as
 // the real driver's are page-aligned; never part of a device arena, so never exportable.
-uintptr_t host_pages(size_t size) {
+// Page-locked memory is resident from the start (pinning faults every page in): populated.
+uintptr_t host_pages(size_t size, bool pinned = false) {
   void* p = mmap(nullptr, page_rounded(size), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                 MAP_PRIVATE | MAP_ANONYMOUS | (pinned ? MAP_POPULATE : 0), -1, 0);
   return p == MAP_FAILED ? 0 : reinterpret_cast<uintptr_t>(p);
 }
 
@@ -249,7 +250,7 @@ CUresult allocate_host_side(uintptr_t* out, size_t size, MemKind kind, unsigned 
   Context* ctx = current();
   if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (CUresult r = check_unsafe_call()) return r;
-  uintptr_t p = host_pages(size);
+  uintptr_t p = host_pages(size, kind == MemKind::kHost);
   if (p == 0) return CUDA_ERROR_OUT_OF_MEMORY;
   Allocation a;
   a.size = size;
@@ -1038,7 +1039,10 @@ CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
   }
   uintptr_t p = 0;
   CUresult r = allocate_host_side(pp == nullptr ? nullptr : &p, bytesize, MemKind::kHost, Flags);
-  if (r == CUDA_SUCCESS) *pp = reinterpret_cast<void*>(p);
+  if (r == CUDA_SUCCESS) {
+    pinned_allocated(bytesize);
+    *pp = reinterpret_cast<void*>(p);
+  }
   return r;
 }
 
@@ -1046,7 +1050,16 @@ CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
 CUresult cuMemFreeHost(void* p) {
   if (CUresult r = ready()) return r;
   if (p == nullptr) return CUDA_SUCCESS;
-  return free_kind(reinterpret_cast<uintptr_t>(p), true);
+  size_t size = 0;
+  {
+    State& st = state();
+    std::lock_guard lock(st.mem_m);
+    auto it = st.allocations.find(reinterpret_cast<uintptr_t>(p));
+    if (it != st.allocations.end()) size = it->second.size;
+  }
+  CUresult r = free_kind(reinterpret_cast<uintptr_t>(p), true);
+  if (r == CUDA_SUCCESS) pinned_freed(size);
+  return r;
 }
 
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int Flags) {

@@ -113,6 +113,7 @@ LUMA_FAKE_API CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev);
 LUMA_FAKE_API CUresult cuMemAllocHost_v2(void** pp, size_t bytesize);
 LUMA_FAKE_API CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags);
 LUMA_FAKE_API CUresult cuMemFreeHost(void* p);
+LUMA_FAKE_API CUresult cuMemHostGetFlags(unsigned int* pFlags, void* p);
 LUMA_FAKE_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p,
                                                     unsigned int Flags);
 LUMA_FAKE_API CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags);

@@ -995,4 +995,61 @@ TEST_F(FakeDriver, CapturedAsyncAllocationsAreGraphMemoryNodes) {
   EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
+// Page-locked host memory beyond the allocation (fake_host_memory.cpp): cuMemHostGetFlags
+// answers the flags asked for, anywhere inside the block; the host counters count real
+// allocations and frees; the pinning cost knob keeps its value (no timing asserted).
+TEST_F(FakeDriver, PinnedHostFlagsCountersAndCostKnob) {
+  luma_fake_host_counters before{};
+  luma_fake_get_host_counters(&before);
+  void* mapped = nullptr;
+  void* plain = nullptr;
+  ASSERT_EQ(cuMemHostAlloc(&mapped, 10000, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED),
+            CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocHost_v2(&plain, 4096), CUDA_SUCCESS);
+  unsigned flags = 99;
+  EXPECT_EQ(cuMemHostGetFlags(&flags, mapped), CUDA_SUCCESS);
+  EXPECT_EQ(flags, unsigned{CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED});
+  flags = 99;
+  EXPECT_EQ(cuMemHostGetFlags(&flags, static_cast<char*>(mapped) + 9999), CUDA_SUCCESS);
+  EXPECT_EQ(flags, unsigned{CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED});
+  EXPECT_EQ(cuMemHostGetFlags(&flags, plain), CUDA_SUCCESS);
+  EXPECT_EQ(flags, 0u);
+  EXPECT_EQ(cuMemHostGetFlags(&flags, static_cast<char*>(mapped) + 10000), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemHostGetFlags(nullptr, plain), CUDA_ERROR_INVALID_VALUE);
+  int local = 0;
+  EXPECT_EQ(cuMemHostGetFlags(&flags, &local), CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr d = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&d, 1024), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemHostGetFlags(&flags, reinterpret_cast<void*>(d)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree_v2(d), CUDA_SUCCESS);
+  void* fn = nullptr;
+  EXPECT_EQ(cuGetProcAddress_v2("cuMemHostGetFlags", &fn, 13000, 0, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(fn, reinterpret_cast<void*>(&cuMemHostGetFlags));
+
+  luma_fake_host_counters mid{};
+  luma_fake_get_host_counters(&mid);
+  EXPECT_EQ(mid.alloc_calls, before.alloc_calls + 2);
+  EXPECT_EQ(mid.live_allocations, before.live_allocations + 2);
+  EXPECT_EQ(mid.live_bytes, before.live_bytes + 10000 + 4096);
+  void* refused = nullptr;
+  EXPECT_EQ(cuMemHostAlloc(&refused, 4096, 0x80), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemHostAlloc(&refused, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemFreeHost(mapped), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeHost(plain), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFreeHost(plain), CUDA_ERROR_INVALID_VALUE);  // freed already
+  luma_fake_host_counters after{};
+  luma_fake_get_host_counters(&after);
+  EXPECT_EQ(after.alloc_calls, before.alloc_calls + 2) << "refused calls are not counted";
+  EXPECT_EQ(after.free_calls, before.free_calls + 2);
+  EXPECT_EQ(after.live_allocations, before.live_allocations);
+  EXPECT_EQ(after.live_bytes, before.live_bytes);
+
+  // With a pinning cost the allocation still succeeds (its duration is a benchmark's).
+  luma_fake_set_host_alloc_us(1);
+  void* slow = nullptr;
+  ASSERT_EQ(cuMemHostAlloc(&slow, 4096, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeHost(slow), CUDA_SUCCESS);
+  luma_fake_set_host_alloc_us(0);
+}
+
 }  // namespace

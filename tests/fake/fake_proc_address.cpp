@@ -89,6 +89,7 @@ const Entry kEntries[] = {
     {"cuMemHostAlloc", 2020, FN(cuMemHostAlloc), nullptr},
     {"cuMemFreeHost", 2000, FN(cuMemFreeHost), nullptr},
     {"cuMemHostGetDevicePointer", 3020, FN(cuMemHostGetDevicePointer_v2), nullptr},
+    {"cuMemHostGetFlags", 2030, FN(cuMemHostGetFlags), nullptr},
     {"cuMemAllocManaged", 6000, FN(cuMemAllocManaged), nullptr},
     {"cuPointerGetAttributes", 7000, FN(cuPointerGetAttributes), nullptr},
     {"cuIpcGetMemHandle", 4010, FN(cuIpcGetMemHandle), nullptr},

@@ -189,6 +189,12 @@ bool event_call_fails();
 // Counts one call against LUMA_FAKE_LOST_AFTER; true when the device is (now) lost.
 bool device_lost();
 
+// Page-locked host memory (fake_host_memory.cpp): the cost of pinning (LUMA_FAKE_HOST_ALLOC_US)
+// paid by each successful cuMemHostAlloc, and the host counters.
+void pinned_allocated(size_t size);
+void pinned_freed(size_t size);
+void reset_host_memory();  // luma_fake_reset: the call counters (live ones keep counting)
+
 // Streams (fake_streams.cpp).
 StreamPtr make_stream(Context* ctx, unsigned flags, bool legacy);
 void destroy_stream(const StreamPtr& s);  // drains, stops and joins its worker

@@ -292,10 +292,11 @@ TEST_P(EveryKind, StreamOrderedAllocationsAreForwarded) {
 }
 
 // Pinned host and managed allocations go to the driver and are counted, each under its
-// own path; a program with only those allocations still gets statistics.
+// own path; a program with only those allocations still gets statistics. (Pinned host
+// memory is forwarded with the host cache off; host_cache_e2e_test.cpp tests it on.)
 TEST(ForwardedPaths, PinnedHostAndManagedAreCounted) {
   REQUIRE_PROGRAMS();
-  LumaRun r = run_under_luma("driver", {"host-managed", "3"});
+  LumaRun r = run_under_luma("driver", {"host-managed", "3"}, {{"LUMA_CONF", "host_cache:off"}});
   ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
   ASSERT_TRUE(r.stats.is_object()) << "no statistics\n" << describe(r.result);
   auto row = [&](const char* prefix) {
