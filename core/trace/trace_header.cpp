@@ -91,9 +91,10 @@ ParsedHeader parse_header(std::string_view file, const std::string& source) {
                           " bytes, the file has " + std::to_string(file.size()));
   ParsedHeader p;
   p.header.format_version = load<std::uint32_t>(file, kOffVersion);
-  if (p.header.format_version != kFormatVersion)
+  if (p.header.format_version < kOldestFormatVersion || p.header.format_version > kFormatVersion)
     fail(kOffVersion, "format version " + std::to_string(p.header.format_version) +
-                          " is not supported (this luma reads version " +
+                          " is not supported (this luma reads versions " +
+                          std::to_string(kOldestFormatVersion) + " to " +
                           std::to_string(kFormatVersion) + ")");
   const auto header_bytes = load<std::uint32_t>(file, kOffHeaderBytes);
   const auto fields_bytes = load<std::uint32_t>(file, kOffFieldsBytes);
