@@ -9,6 +9,7 @@
 // luma does not serve goes to the real driver untouched, so the caller gets the error code
 // the real call would give.
 #include "dlsym_hook.h"
+#include "forwarded_calls.h"
 #include "recursion_guard.h"
 #include "serve.h"
 
@@ -121,10 +122,41 @@ LUMA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CU
                                                                  bytesize, hStream);
 }
 
+LUMA_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize,
+                                             CUmemoryPool pool, CUstream hStream) {
+  return forward_then_observe<&RealDriver::mem_alloc_from_pool_async>(
+      on_mem_alloc_from_pool_async, dptr, bytesize, pool, hStream);
+}
+
+LUMA_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
+                                                  CUmemoryPool pool, CUstream hStream) {
+  return forward_then_observe<&RealDriver::mem_alloc_from_pool_async_ptsz>(
+      on_mem_alloc_from_pool_async, dptr, bytesize, pool, hStream);
+}
+
 LUMA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
-  return forward_then_observe<&RealDriver::mem_alloc_managed>(
-      [](State& s, CUdeviceptr*, size_t n, unsigned) { on_forwarded_alloc(s, ForwardedPath::managed, n); },
-      dptr, bytesize, flags);
+  return forward_then_observe<&RealDriver::mem_alloc_managed>(on_mem_alloc_managed, dptr,
+                                                              bytesize, flags);
+}
+
+// ---- virtual memory management: the program builds its own address space ---------------
+
+LUMA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                                 const CUmemAllocationProp* prop, unsigned long long flags) {
+  return forward_then_observe<&RealDriver::mem_create>(on_mem_create, handle, size, prop, flags);
+}
+
+LUMA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  return forward_then_observe<&RealDriver::mem_release>(on_mem_release, handle);
+}
+
+LUMA_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                              CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  return forward_then_observe<&RealDriver::mem_map>(on_mem_map, ptr, size, offset, handle, flags);
+}
+
+LUMA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  return forward_then_observe<&RealDriver::mem_unmap>(on_mem_unmap, ptr, size);
 }
 
 LUMA_EXPORT CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {

@@ -113,9 +113,17 @@ def case_stats():
     assert d0["peak_requested_bytes"] == 500 + 2000 + (12 << 20), d0
     # A trace of format version 1 (before forwarded-call records) still reads, to the same
     # statistics: golden_small.v1.trace is golden_small.trace as luma wrote it then.
+    # Version 1 could not record forwarded calls (null: not recorded); version 2 records
+    # them, and luma's allocator tests forward none.
     v1 = json.loads(run("stats", "--json", "golden_small.v1.trace").stdout)
-    v1["runs"][0]["file"] = s["runs"][0]["file"]
-    assert v1 == s, (v1, s)
+    assert v1["runs"][0].pop("forwarded_calls") is None, v1
+    assert s["runs"][0]["forwarded_calls"] == [], s
+    v2 = json.loads(run("stats", "--json", "golden_small.trace").stdout)
+    del v2["runs"][0]["forwarded_calls"]
+    v1["runs"][0]["file"] = v2["runs"][0]["file"]
+    assert v1 == v2, (v1, v2)
+    rmm = json.loads(run("stats", "--json", "golden_rmm.csv").stdout)
+    assert rmm["runs"][0]["forwarded_calls"] is None, rmm
     st = json.loads(run("stats", "--json", "golden_stacks.trace").stdout)["runs"][0]["devices"][0]
     sites = st["top_callsites_total"]
     assert len(sites) == 2 and sites[0]["bytes"] == 4 * (2 << 20), sites
