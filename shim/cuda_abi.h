@@ -329,3 +329,95 @@ typedef CUresult (*PFN_cuMemHostGetDevicePointer_v2)(CUdeviceptr* pdptr, void* p
 typedef CUresult (*PFN_cuMemAllocManaged)(CUdeviceptr* dptr, size_t bytesize,
                                           unsigned int flags);  // 6000
 }  // extern "C"
+
+// Stream-ordered memory pools (CUDA 11.2) and the virtual memory management calls (CUDA
+// 10.2), which luma forwards and counts (shim/forwarded_paths.h) and the stand-in driver
+// imitates (tests/fake/fake_vmm.cpp). Names, values, layouts and signatures are cuda.h's
+// (CUDA 13.0); the comment after each PFN_* says which ABI (first cudaVersion).
+extern "C" {
+typedef struct CUmemPoolHandle_st* CUmemoryPool;
+typedef unsigned long long CUmemGenericAllocationHandle;  // CUmemGenericAllocationHandle_v1
+typedef int CUmemAllocationType;        // enum CUmemAllocationType_enum
+typedef int CUmemAllocationHandleType;  // enum CUmemAllocationHandleType_enum
+typedef int CUmemLocationType;          // enum CUmemLocationType_enum
+typedef int CUmemAllocationGranularity_flags;
+typedef int CUmemAccess_flags;
+
+enum : CUmemAllocationType { CU_MEM_ALLOCATION_TYPE_INVALID = 0, CU_MEM_ALLOCATION_TYPE_PINNED = 1 };
+enum : CUmemAllocationHandleType {
+  CU_MEM_HANDLE_TYPE_NONE = 0,
+  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1,
+};
+enum : CUmemLocationType {
+  CU_MEM_LOCATION_TYPE_INVALID = 0,
+  CU_MEM_LOCATION_TYPE_DEVICE = 1,
+  CU_MEM_LOCATION_TYPE_HOST = 2,
+};
+enum : CUmemAllocationGranularity_flags {
+  CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0,
+  CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1,
+};
+enum : CUmemAccess_flags {
+  CU_MEM_ACCESS_FLAGS_PROT_NONE = 0,
+  CU_MEM_ACCESS_FLAGS_PROT_READ = 1,
+  CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3,
+};
+enum : CUresult { CUDA_ERROR_NOT_PERMITTED = 800 };
+
+typedef struct CUmemLocation_st {
+  CUmemLocationType type;
+  int id;
+} CUmemLocation;
+
+typedef struct CUmemAllocationProp_st {
+  CUmemAllocationType type;
+  CUmemAllocationHandleType requestedHandleTypes;
+  CUmemLocation location;
+  void* win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+} CUmemAllocationProp;
+
+typedef struct CUmemAccessDesc_st {
+  CUmemLocation location;
+  CUmemAccess_flags flags;
+} CUmemAccessDesc;
+
+typedef struct CUmemPoolProps_st {
+  CUmemAllocationType allocType;
+  CUmemAllocationHandleType handleTypes;
+  CUmemLocation location;
+  void* win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+} CUmemPoolProps;
+static_assert(sizeof(CUmemAllocationProp) == 32, "cuda.h's CUmemAllocationProp layout");
+static_assert(sizeof(CUmemPoolProps) == 88, "cuda.h's CUmemPoolProps layout");
+
+// Pools (11020; cuMemAllocFromPoolAsync has a _ptsz twin).
+typedef CUresult (*PFN_cuMemPoolCreate)(CUmemoryPool* pool, const CUmemPoolProps* poolProps);
+typedef CUresult (*PFN_cuMemPoolDestroy)(CUmemoryPool pool);
+typedef CUresult (*PFN_cuDeviceGetDefaultMemPool)(CUmemoryPool* pool_out, CUdevice dev);
+typedef CUresult (*PFN_cuMemAllocFromPoolAsync)(CUdeviceptr* dptr, size_t bytesize,
+                                                CUmemoryPool pool, CUstream hStream);
+// Virtual memory management (10020).
+typedef CUresult (*PFN_cuMemGetAllocationGranularity)(size_t* granularity,
+                                                      const CUmemAllocationProp* prop,
+                                                      CUmemAllocationGranularity_flags option);
+typedef CUresult (*PFN_cuMemCreate)(CUmemGenericAllocationHandle* handle, size_t size,
+                                    const CUmemAllocationProp* prop, unsigned long long flags);
+typedef CUresult (*PFN_cuMemRelease)(CUmemGenericAllocationHandle handle);
+typedef CUresult (*PFN_cuMemAddressReserve)(CUdeviceptr* ptr, size_t size, size_t alignment,
+                                            CUdeviceptr addr, unsigned long long flags);
+typedef CUresult (*PFN_cuMemAddressFree)(CUdeviceptr ptr, size_t size);
+typedef CUresult (*PFN_cuMemMap)(CUdeviceptr ptr, size_t size, size_t offset,
+                                 CUmemGenericAllocationHandle handle, unsigned long long flags);
+typedef CUresult (*PFN_cuMemUnmap)(CUdeviceptr ptr, size_t size);
+typedef CUresult (*PFN_cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
+                                       size_t count);
+}  // extern "C"

@@ -23,7 +23,8 @@
 // Versions: the 64-bit _v2 memory calls came in CUDA 3.2 (3020); cuStreamDestroy_v2,
 // cuCtxDestroy_v2 and cuPointerGetAttribute in 4.0; cuStreamCreateWithPriority in 5.5; the
 // _v2 ABI of cuDevicePrimaryCtxRelease/Reset in 11.0 (the 7.0 ABI is forwarded untouched);
-// cuMemAllocAsync and cuMemFreeAsync in 11.2; cuMemAllocManaged in 6.0; cuMemHostAlloc in
+// cuMemAllocAsync, cuMemFreeAsync and cuMemAllocFromPoolAsync (with its _ptsz twin) in
+// 11.2; the virtual memory calls (cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap) in 10.2; cuMemAllocManaged in 6.0; cuMemHostAlloc in
 // 2.2 and cuMemFreeHost in 2.0 (one ABI each); cuMemAllocHost's _v2 in 3.2; cuGetProcAddress
 // in 11.3 and its _v2 ABI (symbolStatus) in 12.0;
 // cuIpcGetMemHandle in 4.1; stream capture in 10.0 (global mode only) and its _v2 ABI with a
@@ -51,6 +52,12 @@
   X(mem_free_async_ptsz, cuMemFreeAsync_ptsz, "cuMemFreeAsync_ptsz", 11020, 0, PFN_cuMemFreeAsync, per_thread, "cuMemFreeAsync") \
   X(mem_alloc_async, cuMemAllocAsync, "cuMemAllocAsync", 11020, 0, PFN_cuMemAllocAsync, legacy, "cuMemAllocAsync") \
   X(mem_alloc_async_ptsz, cuMemAllocAsync_ptsz, "cuMemAllocAsync_ptsz", 11020, 0, PFN_cuMemAllocAsync, per_thread, "cuMemAllocAsync") \
+  X(mem_alloc_from_pool_async, cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020, 0, PFN_cuMemAllocFromPoolAsync, legacy, "cuMemAllocFromPoolAsync") \
+  X(mem_alloc_from_pool_async_ptsz, cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync_ptsz", 11020, 0, PFN_cuMemAllocFromPoolAsync, per_thread, "cuMemAllocFromPoolAsync") \
+  X(mem_create, cuMemCreate, "cuMemCreate", 10020, 0, PFN_cuMemCreate, legacy, "cuMemCreate") \
+  X(mem_release, cuMemRelease, "cuMemRelease", 10020, 0, PFN_cuMemRelease, legacy, "cuMemRelease") \
+  X(mem_map, cuMemMap, "cuMemMap", 10020, 0, PFN_cuMemMap, legacy, "cuMemMap") \
+  X(mem_unmap, cuMemUnmap, "cuMemUnmap", 10020, 0, PFN_cuMemUnmap, legacy, "cuMemUnmap") \
   X(mem_alloc_managed, cuMemAllocManaged, "cuMemAllocManaged", 6000, 0, PFN_cuMemAllocManaged, legacy, "cuMemAllocManaged") \
   X(mem_alloc_host, cuMemAllocHost_v2, "cuMemAllocHost", 3020, 0, PFN_cuMemAllocHost_v2, legacy, "cuMemAllocHost") \
   X(mem_host_alloc, cuMemHostAlloc, "cuMemHostAlloc", 2020, 0, PFN_cuMemHostAlloc, legacy, "cuMemHostAlloc") \

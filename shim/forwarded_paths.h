@@ -19,12 +19,16 @@
 
 namespace luma::shim {
 
-// X(id, name): name is what the statistics print.
+// X(id, name): name is what the statistics print, id what the trace records. A VMM
+// mapping counts as an allocation of its mapped bytes in virtual_mappings (the memory
+// itself is counted once, by cuMemCreate, in virtual_memory).
 // clang-format off
 #define LUMA_FORWARDED_PATHS(X) \
-  X(stream_ordered, "stream-ordered pool (cuMemAllocAsync, cuMemFreeAsync)") \
+  X(stream_ordered, "stream-ordered pool (cuMemAlloc[FromPool]Async, cuMemFreeAsync)") \
   X(managed, "managed (cuMemAllocManaged)") \
-  X(pinned_host, "pinned host (cuMemAllocHost, cuMemHostAlloc, cuMemFreeHost)")
+  X(pinned_host, "pinned host (cuMemAllocHost, cuMemHostAlloc, cuMemFreeHost)") \
+  X(virtual_memory, "virtual memory (cuMemCreate, cuMemRelease)") \
+  X(virtual_mappings, "virtual memory mappings (cuMemMap, cuMemUnmap)")
 // clang-format on
 
 enum class ForwardedPath : std::size_t {
@@ -38,6 +42,17 @@ inline constexpr std::size_t kForwardedPathCount = 0
     LUMA_FORWARDED_PATHS(LUMA_X)
 #undef LUMA_X
     ;
+
+// The path's id as the trace records it (docs/trace-format.md, forwarded_call).
+inline const char* forwarded_path_id(ForwardedPath p) noexcept {
+  static constexpr const char* kIds[] = {
+#define LUMA_X(id, name) #id,
+      LUMA_FORWARDED_PATHS(LUMA_X)
+#undef LUMA_X
+  };
+  const auto i = static_cast<std::size_t>(p);
+  return i < kForwardedPathCount ? kIds[i] : "unknown";
+}
 
 class ForwardedCounters {
  public:

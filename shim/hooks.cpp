@@ -9,6 +9,7 @@
 // luma does not serve goes to the real driver untouched, so the caller gets the error code
 // the real call would give.
 #include "dlsym_hook.h"
+#include "forwarded_calls.h"
 #include "recursion_guard.h"
 #include "serve.h"
 
@@ -121,10 +122,41 @@ LUMA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CU
                                                                  bytesize, hStream);
 }
 
+LUMA_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize,
+                                             CUmemoryPool pool, CUstream hStream) {
+  return forward_then_observe<&RealDriver::mem_alloc_from_pool_async>(
+      on_mem_alloc_from_pool_async, dptr, bytesize, pool, hStream);
+}
+
+LUMA_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
+                                                  CUmemoryPool pool, CUstream hStream) {
+  return forward_then_observe<&RealDriver::mem_alloc_from_pool_async_ptsz>(
+      on_mem_alloc_from_pool_async, dptr, bytesize, pool, hStream);
+}
+
 LUMA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
-  return forward_then_observe<&RealDriver::mem_alloc_managed>(
-      [](State& s, CUdeviceptr*, size_t n, unsigned) { on_forwarded_alloc(s, ForwardedPath::managed, n); },
-      dptr, bytesize, flags);
+  return forward_then_observe<&RealDriver::mem_alloc_managed>(on_mem_alloc_managed, dptr,
+                                                              bytesize, flags);
+}
+
+// ---- virtual memory management: the program builds its own address space ---------------
+
+LUMA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                                 const CUmemAllocationProp* prop, unsigned long long flags) {
+  return forward_then_observe<&RealDriver::mem_create>(on_mem_create, handle, size, prop, flags);
+}
+
+LUMA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  return forward_then_observe<&RealDriver::mem_release>(on_mem_release, handle);
+}
+
+LUMA_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                              CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  return forward_then_observe<&RealDriver::mem_map>(on_mem_map, ptr, size, offset, handle, flags);
+}
+
+LUMA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  return forward_then_observe<&RealDriver::mem_unmap>(on_mem_unmap, ptr, size);
 }
 
 // Pinned host memory: luma's host cache when serving (host_cache_serve.cpp; it forwards
@@ -136,8 +168,10 @@ LUMA_EXPORT CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
     return serve_or_forward<&RealDriver::mem_alloc_host>("cuMemAllocHost_v2", serve_mem_alloc_host,
                                                          pp, bytesize);
   return forward_then_observe<&RealDriver::mem_alloc_host>(
-      [](State& s, void**, size_t n) { on_forwarded_alloc(s, ForwardedPath::pinned_host, n); }, pp,
-      bytesize);
+      [](State& s, void** q, size_t n) {
+        on_forwarded_alloc(s, ForwardedPath::pinned_host, n, luma::core::trace::ForwardedEntry::cuMemAllocHost, *q);
+      },
+      pp, bytesize);
 }
 
 LUMA_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
@@ -145,7 +179,9 @@ LUMA_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Fla
     return serve_or_forward<&RealDriver::mem_host_alloc>("cuMemHostAlloc", serve_mem_host_alloc, pp,
                                                          bytesize, Flags);
   return forward_then_observe<&RealDriver::mem_host_alloc>(
-      [](State& s, void**, size_t n, unsigned) { on_forwarded_alloc(s, ForwardedPath::pinned_host, n); },
+      [](State& s, void** q, size_t n, unsigned) {
+        on_forwarded_alloc(s, ForwardedPath::pinned_host, n, luma::core::trace::ForwardedEntry::cuMemHostAlloc, *q);
+      },
       pp, bytesize, Flags);
 }
 
@@ -154,7 +190,8 @@ LUMA_EXPORT CUresult cuMemFreeHost(void* p) {
     return serve_or_forward<&RealDriver::mem_free_host>("cuMemFreeHost", serve_mem_free_host, p);
   return forward_then_observe<&RealDriver::mem_free_host>(
       [](State& s, void* q) {
-        if (q != nullptr) on_forwarded_free(s, ForwardedPath::pinned_host);
+        if (q != nullptr)
+          on_forwarded_free(s, ForwardedPath::pinned_host, luma::core::trace::ForwardedEntry::cuMemFreeHost, q);
       },
       p);
 }

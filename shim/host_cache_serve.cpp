@@ -16,28 +16,29 @@ CUcontext serving_context(State& s) {
 }
 
 template <typename Real>
-CUresult host_alloc(State& s, void** pp, std::size_t bytes, unsigned flags, Real real) {
+CUresult host_alloc(State& s, void** pp, std::size_t bytes, unsigned flags, core::trace::ForwardedEntry entry,
+                    Real real) {
   if (s.host_cache != nullptr) {
     if (CUcontext ctx = serving_context(s)) {
       if (auto r = s.host_cache->allocate(pp, bytes, flags, ctx, real)) return *r;
     }
   }
   const CUresult r = real(pp, bytes);
-  if (r == CUDA_SUCCESS) on_forwarded_alloc(s, ForwardedPath::pinned_host, bytes);
+  if (r == CUDA_SUCCESS) on_forwarded_alloc(s, ForwardedPath::pinned_host, bytes, entry, *pp);
   return r;
 }
 
 }  // namespace
 
 CUresult serve_mem_host_alloc(State& s, void** pp, std::size_t bytes, unsigned flags) {
-  return host_alloc(s, pp, bytes, flags, [&s, flags](void** p, std::size_t n) {
+  return host_alloc(s, pp, bytes, flags, core::trace::ForwardedEntry::cuMemHostAlloc, [&s, flags](void** p, std::size_t n) {
     return s.driver.mem_host_alloc(p, n, flags);
   });
 }
 
 CUresult serve_mem_alloc_host(State& s, void** pp, std::size_t bytes) {
   // "cuMemAllocHost: ... the same as cuMemHostAlloc with Flags 0" (its pool is flags 0).
-  return host_alloc(s, pp, bytes, 0, [&s](void** p, std::size_t n) {
+  return host_alloc(s, pp, bytes, 0, core::trace::ForwardedEntry::cuMemAllocHost, [&s](void** p, std::size_t n) {
     return s.driver.mem_alloc_host(p, n);
   });
 }
@@ -54,7 +55,8 @@ CUresult serve_mem_free_host(State& s, void* p) {
     if (auto r = s.host_cache->free(p)) return *r;
   }
   const CUresult r = s.driver.mem_free_host(p);
-  if (r == CUDA_SUCCESS && p != nullptr) on_forwarded_free(s, ForwardedPath::pinned_host);
+  if (r == CUDA_SUCCESS && p != nullptr)
+    on_forwarded_free(s, ForwardedPath::pinned_host, core::trace::ForwardedEntry::cuMemFreeHost, p);
   return r;
 }
 

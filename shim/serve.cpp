@@ -19,6 +19,7 @@
 #include "call_context.h"
 #include "capture_registry.h"
 #include "dlsym_hook.h"
+#include "forwarded_calls.h"
 #include "limits/limited_mem_info.h"
 #include "log.h"
 #include "proc_address.h"
@@ -308,22 +309,47 @@ CUresult serve_mem_free_async(State& s, CUdeviceptr dptr, CUstream stream,
   if (std::optional<CUresult> r = free_in_cache(s, as_ptr(dptr))) return *r;
   // Not luma's block: the program's own stream-ordered (or other driver) memory.
   const CUresult r = real(dptr, stream);
-  if (r == CUDA_SUCCESS) on_forwarded_free(s, ForwardedPath::stream_ordered);
+  if (r == CUDA_SUCCESS) {
+    core::trace::ForwardedCall call;
+    call.op = core::trace::ForwardedOp::free;
+    call.entry = core::trace::ForwardedEntry::cuMemFreeAsync;
+    call.address = dptr;
+    call.stream = reinterpret_cast<std::uint64_t>(stream);
+    on_forwarded_call(s, ForwardedPath::stream_ordered, call);
+  }
   return r;
 }
 
 // Counted while luma is active, as the served calls are: with caching off luma is not
 // there to report, and a child forked after the parent served reports nothing.
-void on_forwarded_alloc(State& s, ForwardedPath path, std::size_t bytes) noexcept {
-  if (s.serves()) s.forwarded.allocated(path, bytes);
+// The trace record names the entry point and the pointer when the caller gives them.
+void on_forwarded_alloc(State& s, ForwardedPath path, std::size_t bytes, core::trace::ForwardedEntry entry,
+                        const void* ptr) noexcept {
+  core::trace::ForwardedCall call;
+  call.op = core::trace::ForwardedOp::alloc;
+  call.entry = entry;
+  call.address = reinterpret_cast<std::uint64_t>(ptr);
+  call.bytes = bytes;
+  on_forwarded_call(s, path, call);
 }
 
-void on_forwarded_free(State& s, ForwardedPath path) noexcept {
-  if (s.serves()) s.forwarded.freed(path);
+void on_forwarded_free(State& s, ForwardedPath path, core::trace::ForwardedEntry entry,
+                       const void* ptr) noexcept {
+  core::trace::ForwardedCall call;
+  call.op = core::trace::ForwardedOp::free;
+  call.entry = entry;
+  call.address = reinterpret_cast<std::uint64_t>(ptr);
+  on_forwarded_call(s, path, call);
 }
 
-void on_mem_alloc_async(State& s, CUdeviceptr*, std::size_t bytes, CUstream) noexcept {
-  on_forwarded_alloc(s, ForwardedPath::stream_ordered, bytes);
+void on_mem_alloc_async(State& s, CUdeviceptr* dptr, std::size_t bytes, CUstream stream) noexcept {
+  core::trace::ForwardedCall call;
+  call.op = core::trace::ForwardedOp::alloc;
+  call.entry = core::trace::ForwardedEntry::cuMemAllocAsync;
+  call.address = dptr != nullptr ? *dptr : 0;
+  call.bytes = bytes;
+  call.stream = reinterpret_cast<std::uint64_t>(stream);
+  on_forwarded_call(s, ForwardedPath::stream_ordered, call);
 }
 
 CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total) {

@@ -46,8 +46,12 @@ ContextEntry* current_context_entry(State& s);
 
 // ---- observers: the real call succeeded, luma updates what it knows ----
 // A forwarded allocation path (forwarded_paths.h): one more call, of `bytes`.
-void on_forwarded_alloc(State& s, ForwardedPath path, std::size_t bytes) noexcept;
-void on_forwarded_free(State& s, ForwardedPath path) noexcept;
+void on_forwarded_alloc(State& s, ForwardedPath path, std::size_t bytes,
+                        core::trace::ForwardedEntry entry = core::trace::ForwardedEntry::unknown,
+                        const void* ptr = nullptr) noexcept;
+void on_forwarded_free(State& s, ForwardedPath path,
+                       core::trace::ForwardedEntry entry = core::trace::ForwardedEntry::unknown,
+                       const void* ptr = nullptr) noexcept;
 // cuMemAllocAsync and its _ptsz twin: the program's stream-ordered pool allocation.
 void on_mem_alloc_async(State& s, CUdeviceptr* dptr, std::size_t bytes, CUstream stream) noexcept;
 void on_stream_created(State& s, CUstream stream, unsigned flags) noexcept;

@@ -147,6 +147,7 @@ bool TraceRecorder::open(const RealDriver& driver) noexcept {
       return false;
     }
     log().info("recording the trace to '{}'", path_);
+    open_writer_.store(writer_.get(), std::memory_order_release);
     return true;
   } catch (const std::exception& e) {
     log().warn("LUMA_TRACE: cannot record ({}); the program runs on without a trace", e.what());
@@ -160,9 +161,12 @@ bool TraceRecorder::open(const RealDriver& driver) noexcept {
 
 core::EventSink* TraceRecorder::sink_for_new_allocator(const RealDriver& driver) noexcept {
   if (pattern_.empty() || detached_.load()) return nullptr;
-  if (!tried_) {
-    tried_ = true;
-    open(driver);
+  {
+    std::lock_guard lock(open_mutex_);
+    if (!tried_) {
+      tried_ = true;
+      open(driver);
+    }
   }
   if (!writer_) return nullptr;
   auto* sink = new (std::nothrow) TraceEventSink(*writer_, clock_, gate_);
@@ -171,6 +175,31 @@ core::EventSink* TraceRecorder::sink_for_new_allocator(const RealDriver& driver)
   sink->next = sinks_.load(std::memory_order_relaxed);
   sinks_.store(sink, std::memory_order_release);
   return sink;
+}
+
+void TraceRecorder::record_forwarded(const RealDriver& driver,
+                                     core::trace::ForwardedCall call) noexcept {
+  if (pattern_.empty() || detached_.load(std::memory_order_relaxed)) return;
+  core::TraceWriter* w = open_writer_.load(std::memory_order_acquire);
+  if (w == nullptr) {
+    if (open_failed_.load(std::memory_order_relaxed)) return;
+    std::lock_guard lock(open_mutex_);
+    if (!tried_) {
+      tried_ = true;
+      open(driver);
+    }
+    w = writer_.get();
+    if (w == nullptr) return;
+  }
+  // The writer's half of the exit gate (trace_event_sink.h), with full fences: these calls
+  // are rare next to the driver's own cost.
+  forwarded_busy_.fetch_add(1, std::memory_order_seq_cst);
+  if (!gate_.stopping.load(std::memory_order_seq_cst)) {
+    call.thread = trace_thread_id();
+    call.time_ns = clock_.now();
+    w->write_forwarded(call);
+  }
+  forwarded_busy_.fetch_sub(1, std::memory_order_release);
 }
 
 void TraceRecorder::capture_stack() noexcept {
@@ -201,6 +230,10 @@ void TraceRecorder::close_at_exit() noexcept {
       if (monotonic_ns() > deadline) return;
       sched_yield();
     }
+  }
+  while (forwarded_busy_.load(std::memory_order_seq_cst) != 0) {
+    if (monotonic_ns() > deadline) return;
+    sched_yield();
   }
   writer_->close();
 }

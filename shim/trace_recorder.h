@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "context_table.h"
@@ -42,6 +43,11 @@ class TraceRecorder {
   // the first call and returns the sink to attach, or nullptr when nothing is recorded.
   core::EventSink* sink_for_new_allocator(const RealDriver& driver) noexcept;
 
+  // A call luma forwarded to the driver (forwarded_calls.h): recorded with this thread and
+  // the time; opens the trace on the first call when no allocator opened it (a program
+  // luma serves nothing for still gets its trace).
+  void record_forwarded(const RealDriver& driver, core::trace::ForwardedCall call) noexcept;
+
   // In an allocating hook, before the allocator is called: the program's return
   // addresses into call_context() (frames inside libluma.so skipped), and its Python
   // frames when the thread holds the GIL (python_frames.h).
@@ -62,7 +68,12 @@ class TraceRecorder {
   std::string pattern_;
   std::string settings_text_;
   unsigned stack_depth_ = 0;
-  bool tried_ = false;  // open() ran (ContextTable's lock)
+  std::mutex open_mutex_;  // open(): taken inside ContextTable's lock, never around it
+  bool tried_ = false;     // open() ran (open_mutex_)
+  // writer_ once open() made it: what forwarded calls write to without the mutex.
+  std::atomic<core::TraceWriter*> open_writer_{nullptr};
+  // Forwarded calls being recorded (the exit gate's count for them, like a sink's busy).
+  std::atomic<std::uint32_t> forwarded_busy_{0};
   std::string path_;
   EventClock clock_;
   std::unique_ptr<core::TraceWriter> writer_;

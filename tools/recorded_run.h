@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trace/trace_reader.h"
@@ -36,6 +37,16 @@ class RecordedRun {
   // An RMM log has no completion events: its frees complete as they are made. (luma's
   // allocator records every completion, so a trace's free without one is still pending.)
   bool frees_complete_at_once() const noexcept { return !trace_; }
+
+  // Calls luma forwarded to the driver (a trace of format version 2 or later records
+  // them; an older trace or an RMM log does not). A handler set here sees them during
+  // read(), in file order, again on every read.
+  bool records_forwarded() const noexcept {
+    return trace_ != nullptr && trace_->header().format_version >= 2;
+  }
+  void set_forwarded_handler(core::TraceReader::ForwardedFn fn) {
+    if (trace_) trace_->set_forwarded_handler(std::move(fn));
+  }
 
   // Reads every event in order; shows a progress bar when stderr is a terminal.
   core::TraceReadSummary read(const core::TraceReader::EventFn& on_event,

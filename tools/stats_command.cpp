@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "forwarded_stats.h"
 #include "recorded_run.h"
 #include "run_stats.h"
 #include "symbolizer.h"
@@ -24,6 +25,7 @@ namespace {
 struct Input {
   std::unique_ptr<RecordedRun> run;
   RunStats stats;
+  ForwardedStats forwarded;  // calls luma forwarded to the driver (records_forwarded())
   std::unique_ptr<Symbolizer> symbolizer;
 };
 
@@ -60,6 +62,8 @@ nlohmann::json sites_json(Input& in, const std::vector<CallSiteTotal>& sites) {
     out.push_back({{"bytes", s.bytes}, {"count", s.count}, {"frames", frames_json(in, s.stack)}});
   return out;
 }
+
+constexpr const char* kNotAvailable = "n/a";
 
 // A value the input does not record: JSON null, and "n/a" in text (never a made-up 0).
 template <typename T>
@@ -117,6 +121,55 @@ nlohmann::json device_json(Input& in, const DeviceRunStats& d) {
           {"top_callsites_total", sites_json(in, d.callsites_total)}};
 }
 
+// The calls luma forwarded, one object per path that had any; null when the input cannot
+// record them (an RMM log, a trace of format version 1).
+nlohmann::json forwarded_json(const Input& in) {
+  if (!in.run->records_forwarded()) return nullptr;
+  nlohmann::json out = nlohmann::json::array();
+  for (const ForwardedPathSummary& p : in.forwarded.paths()) {
+    const bool live = p.live_known();
+    out.push_back({{"path", p.path},
+                   {"calls", p.calls_by_entry},
+                   {"allocs", p.allocs},
+                   {"alloc_bytes", p.alloc_bytes},
+                   {"frees", p.frees},
+                   {"freed_bytes", if_recorded(live, p.freed_bytes)},
+                   {"maps", p.maps},
+                   {"mapped_bytes", p.mapped_bytes},
+                   {"unmaps", p.unmaps},
+                   {"unmatched_frees", p.unmatched_frees},
+                   {"peak_live_bytes", if_recorded(live, p.peak_live_bytes)},
+                   {"final_live_bytes", if_recorded(live, p.live_bytes)}});
+  }
+  return out;
+}
+
+// The forwarded calls in text: nothing when there were none.
+void print_forwarded(const Input& in) {
+  if (in.forwarded.calls() == 0) return;
+  fmt::print("forwarded to the driver (not served by luma's cache): {} calls\n",
+             in.forwarded.calls());
+  for (const ForwardedPathSummary& p : in.forwarded.paths()) {
+    std::string entries;
+    for (const auto& [name, n] : p.calls_by_entry)
+      entries += fmt::format("{}{} {}", entries.empty() ? "" : ", ", name, n);
+    fmt::print("  {}: {}\n", p.path, entries);
+    if (p.allocs || p.frees)
+      fmt::print("    allocations      {} ({}), {} freed\n", p.allocs, bytes_text(p.alloc_bytes),
+                 p.frees);
+    if (p.maps || p.unmaps)
+      fmt::print("    mappings         {} ({}), {} unmapped\n", p.maps, bytes_text(p.mapped_bytes),
+                 p.unmaps);
+    if (p.live_known())
+      fmt::print("    peak live        {} ({} at the end)\n", bytes_text(p.peak_live_bytes),
+                 bytes_text(p.live_bytes));
+    else
+      fmt::print("    peak live        {} ({} frees name no recorded allocation, {} allocations "
+                 "no address)\n",
+                 kNotAvailable, p.unmatched_frees, p.unnamed_allocs);
+  }
+}
+
 struct Totals {
   std::uint64_t peak_allocated = 0, peak_reserved = 0, allocations = 0, frees = 0,
                 segment_reserves = 0, ooms = 0, cache_absorbed = 0, events = 0;
@@ -168,7 +221,8 @@ void print_json(std::vector<Input>& inputs) {
                     {"events", in.stats.events},
                     {"unwritten_slots", if_recorded(process, in.stats.unwritten_slots)},
                     {"duration_ns", if_recorded(in.run->records_times(), in.stats.duration_ns)},
-                    {"devices", devices}});
+                    {"devices", devices},
+                    {"forwarded_calls", forwarded_json(in)}});
     // Only traces with Python frames have the key (format version 2; docs/trace-format.md).
     if (!in.stats.python_lines.empty()) {
       nlohmann::json lines = nlohmann::json::array();
@@ -227,7 +281,6 @@ void print_python_lines(const std::vector<PythonLineTotal>& lines) {
                bytes_text(l.bytes), l.allocations, bytes_text(l.peak_live_bytes));
 }
 
-constexpr const char* kNotAvailable = "n/a";
 
 void print_text(std::vector<Input>& inputs) {
   for (auto& in : inputs) {
@@ -306,6 +359,7 @@ void print_text(std::vector<Input>& inputs) {
       print_sites(in, "top call sites over the run", d.callsites_total);
     }
     print_python_lines(in.stats.python_lines);
+    print_forwarded(in);
   }
   if (inputs.size() > 1) {
     fmt::print("\n{:<40} {:>14} {:>14} {:>12} {:>8}\n", "run", "peak alloc", "peak reserved",
@@ -347,7 +401,12 @@ void add_stats_command(CLI::App& app) {
       for (const auto& path : o->inputs) {
         Input in;
         in.run = std::make_unique<RecordedRun>(path);
+        ForwardedStats forwarded;
+        in.run->set_forwarded_handler(
+            [&forwarded](const core::trace::ForwardedCall& c) { forwarded.add(c); });
         in.stats = compute_run_stats(*in.run);
+        in.run->set_forwarded_handler({});
+        in.forwarded = std::move(forwarded);
         if (!in.run->header().mappings.empty())
           in.symbolizer = std::make_unique<Symbolizer>(in.run->header().mappings);
         inputs.push_back(std::move(in));

@@ -40,6 +40,26 @@ std::string_view event_kind_name(EventKind k) noexcept {
   return "unknown";
 }
 
+std::string_view forwarded_entry_name(ForwardedEntry e) noexcept {
+  switch (e) {
+#define LUMA_X(name, value) \
+  case ForwardedEntry::name: return #name;
+    LUMA_FORWARDED_ENTRIES(LUMA_X)
+#undef LUMA_X
+  }
+  return "unknown";
+}
+
+std::string_view forwarded_op_name(ForwardedOp op) noexcept {
+  switch (op) {
+    case ForwardedOp::alloc: return "alloc";
+    case ForwardedOp::free: return "free";
+    case ForwardedOp::map: return "map";
+    case ForwardedOp::unmap: return "unmap";
+  }
+  return "unknown";
+}
+
 namespace {
 // The IEEE 802.3 polynomial (zlib's crc32), reflected; the table is built at compile time.
 constexpr std::array<std::uint32_t, 256> make_crc_table() {

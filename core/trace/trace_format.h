@@ -19,8 +19,9 @@ static_assert(std::endian::native == std::endian::little,
 
 // "LUMATRC" + a version-independent tag byte; a text file never starts with it.
 inline constexpr char kMagic[8] = {'L', 'U', 'M', 'A', 'T', 'R', 'C', '\x01'};
-// Version 2 adds the python_stack_def record and the Python stack id in a callsite's
-// second word; a reader of version 2 reads version 1 (kOldestFormatVersion) unchanged.
+// Version 2 adds the forwarded_call record, the python_stack_def record and the Python
+// stack id in a callsite's second word; a reader of version 2 reads version 1
+// (kOldestFormatVersion) unchanged (a version-1 trace simply has none of them).
 inline constexpr std::uint32_t kFormatVersion = 2;
 inline constexpr std::uint32_t kOldestFormatVersion = 1;
 
@@ -85,9 +86,9 @@ inline constexpr std::uint8_t kMaxEventKind = 7;
 enum class BlobType : std::uint8_t {
   wide_event = 1,  // an event whose fields do not fit one slot (kWideEventBytes)
   stack_def = 2,   // u32 id, u32 n, n x u64 return addresses
+  forwarded_call = 3,  // (version 2) a call luma forwarded to the driver: see below
   // Version 2: u32 id, u32 n, then n frames, innermost first, each u32 line, u16 file
   // bytes, u16 function bytes, the file name, the function name (UTF-8, not terminated).
-  // 4, not 3: 3 is left to the other record type version 2 adds.
   python_stack_def = 4,
 };
 // Python frames per allocation and bytes per name are bounded so that a record is at most
@@ -107,6 +108,65 @@ inline constexpr std::uint64_t blob_slots(std::uint64_t length) noexcept {
   return length <= kBlobHeadData ? 1 : 1 + (length - kBlobHeadData + kBlobContData - 1) /
                                                kBlobContData;
 }
+
+// forwarded_call (version 2): an allocation call luma does not serve but forwards to the
+// driver (stream-ordered pools, managed and pinned host memory, virtual memory), recorded
+// once the driver succeeded. kForwardedCallBytes of fixed fields, then the path's name
+// (the shim's name of the group of calls it counts together, 1..kMaxForwardedPathBytes):
+//   u8 op (ForwardedOp), u8 entry (ForwardedEntry), u16 0, u32 0,
+//   u64 thread, u64 stream (0: none), u64 time (ns since the clock base),
+//   u64 address (the pointer or mapped address; 0: none or unknown),
+//   u64 bytes (0: unknown), u64 handle (a cuMemCreate handle; 0: none)
+inline constexpr std::size_t kForwardedCallBytes = 56;
+inline constexpr std::size_t kMaxForwardedPathBytes = 64;
+
+enum class ForwardedOp : std::uint8_t {
+  alloc = 1,  // memory came into being (its bytes)
+  free = 2,   // memory went (bytes when the call names them, else 0)
+  map = 3,    // cuMemMap: a range of a handle's memory mapped at an address
+  unmap = 4,  // cuMemUnmap
+};
+inline constexpr std::uint8_t kMaxForwardedOp = 4;
+
+// X(name, value): the driver entry points a forwarded_call may name. Values are the format:
+// never renumber one.
+// clang-format off
+#define LUMA_FORWARDED_ENTRIES(X) \
+  X(unknown, 0) \
+  X(cuMemAllocAsync, 1) \
+  X(cuMemAllocFromPoolAsync, 2) \
+  X(cuMemFreeAsync, 3) \
+  X(cuMemAllocManaged, 4) \
+  X(cuMemFree, 5) \
+  X(cuMemAllocHost, 6) \
+  X(cuMemHostAlloc, 7) \
+  X(cuMemFreeHost, 8) \
+  X(cuMemCreate, 9) \
+  X(cuMemRelease, 10) \
+  X(cuMemMap, 11) \
+  X(cuMemUnmap, 12)
+// clang-format on
+enum class ForwardedEntry : std::uint8_t {
+#define LUMA_X(name, value) name = value,
+  LUMA_FORWARDED_ENTRIES(LUMA_X)
+#undef LUMA_X
+};
+inline constexpr std::uint8_t kForwardedEntries = 0
+#define LUMA_X(name, value) +1
+    LUMA_FORWARDED_ENTRIES(LUMA_X)
+#undef LUMA_X
+    ;
+
+// One forwarded_call record, as written and as read.
+struct ForwardedCall {
+  std::uint64_t seq = 0;  // read: the record's slot (the writer's global order)
+  ForwardedOp op = ForwardedOp::alloc;
+  ForwardedEntry entry = ForwardedEntry::unknown;
+  std::string_view path;  // read: valid during the callback only
+  std::uint64_t thread = 0, stream = 0, time_ns = 0, address = 0, bytes = 0, handle = 0;
+};
+std::string_view forwarded_entry_name(ForwardedEntry e) noexcept;
+std::string_view forwarded_op_name(ForwardedOp op) noexcept;  // "alloc", "free", "map", "unmap"
 
 // Which API call led to the event; chosen by the shim, named by the tools.
 enum class EntryPoint : std::uint8_t {

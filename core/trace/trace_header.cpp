@@ -91,8 +91,7 @@ ParsedHeader parse_header(std::string_view file, const std::string& source) {
                           " bytes, the file has " + std::to_string(file.size()));
   ParsedHeader p;
   p.header.format_version = load<std::uint32_t>(file, kOffVersion);
-  if (p.header.format_version < kOldestFormatVersion ||
-      p.header.format_version > kFormatVersion)
+  if (p.header.format_version < kOldestFormatVersion || p.header.format_version > kFormatVersion)
     fail(kOffVersion, "format version " + std::to_string(p.header.format_version) +
                           " is not supported (this luma reads versions " +
                           std::to_string(kOldestFormatVersion) + " to " +

@@ -281,7 +281,15 @@ TraceReadSummary TraceReader::read(const EventFn& on_event, const ProgressFn& pr
           (type == static_cast<unsigned>(BlobType::stack_def) && length >= 8 &&
            (length - 8) % 8 == 0 && (length - 8) / 8 <= kMaxStackDepth) ||
           (v2 && type == static_cast<unsigned>(BlobType::python_stack_def) && length >= 8 &&
-           length <= kMaxPythonStackBytes);
+           length <= kMaxPythonStackBytes) ||
+          (type == static_cast<unsigned>(BlobType::forwarded_call) &&
+           parsed_.header.format_version >= 2 && length > kForwardedCallBytes &&
+           length <= kForwardedCallBytes + kMaxForwardedPathBytes);
+      if (type == static_cast<unsigned>(BlobType::forwarded_call) &&
+          parsed_.header.format_version < 2)
+        fail(slot, "forwarded-call record in a version " +
+                       std::to_string(parsed_.header.format_version) +
+                       " trace (they came in version 2)");
       if (!ok_len)
         fail(slot, "record of type " + std::to_string(type) + " with invalid length " +
                        std::to_string(length));
@@ -348,6 +356,27 @@ TraceReadSummary TraceReader::read(const EventFn& on_event, const ProgressFn& pr
       } else if (type == static_cast<unsigned>(BlobType::python_stack_def)) {
         python_stacks_.push_back(parse_python_stack(blob, python_stacks_.size() + 1,
                                                     [&](const std::string& what) { fail(slot, what); }));
+      } else if (type == static_cast<unsigned>(BlobType::forwarded_call)) {
+        if (blob[0] < 1 || blob[0] > kMaxForwardedOp)
+          fail(slot, "forwarded-call record with unknown operation " + std::to_string(blob[0]));
+        if (blob[1] >= kForwardedEntries)
+          fail(slot, "forwarded-call record with unknown entry point " + std::to_string(blob[1]));
+        ForwardedCall c;
+        c.seq = slot;
+        c.op = static_cast<ForwardedOp>(blob[0]);
+        c.entry = static_cast<ForwardedEntry>(blob[1]);
+        std::uint64_t fields[6];
+        std::memcpy(fields, blob.data() + 8, sizeof fields);
+        c.thread = fields[0];
+        c.stream = fields[1];
+        c.time_ns = fields[2];
+        c.address = fields[3];
+        c.bytes = fields[4];
+        c.handle = fields[5];
+        c.path = std::string_view(reinterpret_cast<const char*>(blob.data()) + kForwardedCallBytes,
+                                  length - kForwardedCallBytes);
+        ++sum.forwarded_calls;
+        if (on_forwarded_) on_forwarded_(c);
       } else {
         std::uint32_t id, n;
         std::memcpy(&id, blob.data(), 4);

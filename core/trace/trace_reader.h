@@ -53,6 +53,7 @@ struct TraceReadSummary {
   std::uint64_t unwritten_slots = 0;  // claimed but never committed (writer killed)
   std::uint64_t stacks = 0;
   std::uint64_t python_stacks = 0;
+  std::uint64_t forwarded_calls = 0;  // forwarded_call records (version 2)
 };
 
 // What a trace cut short after its header lacks. A closed trace's header says how long
@@ -91,9 +92,15 @@ class TraceReader {
   // Whether the file was cut short after its header, and how much is missing.
   const TraceTruncation& truncation() const noexcept { return truncation_; }
 
-  // Reads every record, calling on_event for each event. Throws TraceError. May be called
-  // again (it reads from the start).
+  // Reads every record, calling on_event for each event (and the forwarded-call handler,
+  // when one is set, for each forwarded_call record, in the same file order). Throws
+  // TraceError. May be called again (it reads from the start, and delivers everything again).
   TraceReadSummary read(const EventFn& on_event, const ProgressFn& progress = {});
+
+  // Calls luma forwarded to the driver (format version 2): read() skips them unless a
+  // handler is set here.
+  using ForwardedFn = std::function<void(const trace::ForwardedCall&)>;
+  void set_forwarded_handler(ForwardedFn fn) { on_forwarded_ = std::move(fn); }
 
   // The frames of a call-site stack seen so far (innermost first); empty for id 0.
   const std::vector<std::uint64_t>& stack(std::uint32_t id) const noexcept;
@@ -118,6 +125,7 @@ class TraceReader {
   TraceTruncation truncation_;
   std::vector<std::vector<std::uint64_t>> stacks_;
   std::vector<std::vector<TracePythonFrame>> python_stacks_;
+  ForwardedFn on_forwarded_;
 };
 
 // Reads the whole trace into memory (small traces, tests).

@@ -426,6 +426,21 @@ void TraceWriter::write_slow(const Event& e, std::uint64_t thread, std::uint64_t
   put_blob(s + extra, BlobType::wide_event, blob, kWideEventBytes);
 }
 
+void TraceWriter::write_forwarded(const ForwardedCall& c) noexcept {
+  if (closed_) return;
+  const std::size_t path_bytes = std::min(c.path.size(), kMaxForwardedPathBytes);
+  if (path_bytes == 0) return;  // every record names its path (the reader insists)
+  unsigned char blob[kForwardedCallBytes + kMaxForwardedPathBytes] = {};
+  blob[0] = static_cast<unsigned char>(c.op);
+  blob[1] = static_cast<unsigned char>(c.entry);
+  const std::uint64_t time = c.time_ns > clock_base_ ? c.time_ns - clock_base_ : 0;
+  const std::uint64_t fields[6] = {c.thread, c.stream, time, c.address, c.bytes, c.handle};
+  std::memcpy(blob + 8, fields, sizeof fields);
+  std::memcpy(blob + kForwardedCallBytes, c.path.data(), path_bytes);
+  const auto len = static_cast<std::uint32_t>(kForwardedCallBytes + path_bytes);
+  put_blob(claim(blob_slots(len)), BlobType::forwarded_call, blob, len);
+}
+
 bool TraceWriter::close() noexcept {
   if (closed_) return true;
   closed_ = true;

@@ -101,6 +101,11 @@ class TraceWriter {
     write_slow(event, thread, stream, entry, time_ns, stack, python);
   }
 
+  // A call luma forwarded (a forwarded_call record; call.seq is ignored, call.time_ns is
+  // on the clock of header.clock_base_ns, a path longer than kMaxForwardedPathBytes is cut).
+  // Not the hot path: always a blob of a few slots.
+  void write_forwarded(const trace::ForwardedCall& call) noexcept;
+
   // Records the slot count in the header and trims the file to its used size. Returns
   // false when the file could not be finished (it still reads as an unfinished trace).
   bool close() noexcept;

@@ -189,6 +189,8 @@ void release_memory(uintptr_t p, const Allocation& a) {
     case MemKind::kManaged:
       munmap(reinterpret_cast<void*>(p), page_rounded(a.size));
       return;
+    case MemKind::kMapped:  // cuMemUnmap gives the pages back (fake_vmm.cpp)
+      return;
     case MemKind::kImported: {
       // Mapped from the page holding the exporter's block: see fake_ipc.cpp.
       uintptr_t base = p / kPage * kPage;
@@ -277,7 +279,8 @@ CUresult free_kind(uintptr_t p, bool host_kinds) {
     a = it->second;
   }
   bool is_host = a.kind == MemKind::kHost;
-  if (is_host != host_kinds || a.kind == MemKind::kImported) return CUDA_ERROR_INVALID_VALUE;
+  if (is_host != host_kinds || a.kind == MemKind::kImported || a.kind == MemKind::kMapped)
+    return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = check_unsafe_call()) return r;
   // "For all other pointers, this API may perform implicit synchronization" (cuMemFree);
   // the real one does, and programs rely on it: wait for all work of the owning context.

@@ -176,6 +176,29 @@ LUMA_FAKE_API CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStre
 LUMA_FAKE_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
 LUMA_FAKE_API CUresult cuGraphDestroy(CUgraph hGraph);
 
+// Stream-ordered pools and virtual memory management (fake_vmm.cpp).
+LUMA_FAKE_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev);
+LUMA_FAKE_API CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps);
+LUMA_FAKE_API CUresult cuMemPoolDestroy(CUmemoryPool pool);
+LUMA_FAKE_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize,
+                                               CUmemoryPool pool, CUstream hStream);
+LUMA_FAKE_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
+                                                    CUmemoryPool pool, CUstream hStream);
+LUMA_FAKE_API CUresult cuMemGetAllocationGranularity(size_t* granularity,
+                                                     const CUmemAllocationProp* prop,
+                                                     CUmemAllocationGranularity_flags option);
+LUMA_FAKE_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                                   const CUmemAllocationProp* prop, unsigned long long flags);
+LUMA_FAKE_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+LUMA_FAKE_API CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment,
+                                           CUdeviceptr addr, unsigned long long flags);
+LUMA_FAKE_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size);
+LUMA_FAKE_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                                CUmemGenericAllocationHandle handle, unsigned long long flags);
+LUMA_FAKE_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
+LUMA_FAKE_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
+                                      size_t count);
+
 LUMA_FAKE_API CUresult cuGetErrorString(CUresult error, const char** str);
 LUMA_FAKE_API CUresult cuGetErrorName(CUresult error, const char** str);
 LUMA_FAKE_API CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,

@@ -105,6 +105,7 @@ enum class MemKind {
   kManaged,     // cuMemAllocManaged
   kHost,        // cuMemAllocHost_v2 / cuMemHostAlloc (page-locked host memory)
   kImported,    // mapped by cuIpcOpenMemHandle_v2 from another process
+  kMapped,      // a cuMemMap mapping of cuMemCreate memory (fake_vmm.cpp owns its pages)
 };
 
 struct Allocation {

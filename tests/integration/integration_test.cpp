@@ -291,6 +291,42 @@ TEST_P(EveryKind, StreamOrderedAllocationsAreForwarded) {
   EXPECT_NE(t.err.find("stream-ordered pool"), std::string::npos) << t.err;
 }
 
+// The driver API's pools and virtual memory go to the driver and are counted: pool
+// allocations with the stream-ordered ones (their frees are cuMemFreeAsync), cuMemCreate /
+// cuMemRelease and cuMemMap / cuMemUnmap each under their own path. The mode also checks,
+// under luma, that the driver's errors reach the program unchanged (cuMemCreate of a size
+// off the granularity, an allocation from a destroyed pool: CUDA_ERROR_INVALID_VALUE).
+TEST(ForwardedPaths, PoolAndVirtualMemoryAreCounted) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma("driver", {"pool-vmm", "3"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  ASSERT_TRUE(r.stats.is_object()) << "no statistics\n" << describe(r.result);
+  EXPECT_TRUE(r.stats["devices"].empty()) << r.stats.dump();  // the cache served nothing
+  auto row = [&](const char* prefix) {
+    for (const json& p : r.stats["forwarded_allocations"])
+      if (p.value("path", std::string()).rfind(prefix, 0) == 0) return p;
+    return json();
+  };
+  const json pool = row("stream-ordered"), memory = row("virtual memory (cuMemCreate"),
+             mappings = row("virtual memory mappings");
+  ASSERT_TRUE(pool.is_object() && memory.is_object() && mappings.is_object()) << r.stats.dump();
+  EXPECT_EQ(pool["alloc_calls"], 3) << pool.dump();
+  EXPECT_EQ(pool["alloc_bytes"], 4096 * (1 + 2 + 3)) << pool.dump();
+  EXPECT_EQ(pool["free_calls"], 3) << pool.dump();
+  const std::uint64_t two_granules = 2 * (2u << 20);  // the stand-in's granularity: 2 MiB
+  EXPECT_EQ(memory["alloc_calls"], 3) << memory.dump();
+  EXPECT_EQ(memory["alloc_bytes"], 3 * two_granules) << memory.dump();
+  EXPECT_EQ(memory["free_calls"], 3) << memory.dump();
+  EXPECT_EQ(mappings["alloc_calls"], 3) << mappings.dump();
+  EXPECT_EQ(mappings["alloc_bytes"], 3 * two_granules) << mappings.dump();
+  EXPECT_EQ(mappings["free_calls"], 3) << mappings.dump();
+  // The text form names the rows.
+  Result t = run({paths().prog("driver"), "pool-vmm", "1"}, luma_env());
+  ASSERT_EQ(t.exit_code, 0) << describe(t);
+  EXPECT_NE(t.err.find("virtual memory mappings (cuMemMap, cuMemUnmap)"), std::string::npos)
+      << t.err;
+}
+
 // Pinned host and managed allocations go to the driver and are counted, each under its
 // own path; a program with only those allocations still gets statistics. (Pinned host
 // memory is forwarded with the host cache off; host_cache_e2e_test.cpp tests it on.)

@@ -12,7 +12,9 @@
 
 #include <dirent.h>
 
+#include <map>
 #include <random>
+#include <set>
 #include <regex>
 #include <string>
 #include <vector>
@@ -461,6 +463,98 @@ TEST(TraceUnderTheShim, ATraceThatCannotBeOpenedLogsOneLineAndTheProgramRunsOn) 
   EXPECT_EQ(count(r.out, "pair "), 10);
   EXPECT_EQ(count(r.err, "\n"), 1) << r.err;
   EXPECT_NE(r.err.find("LUMA_TRACE"), std::string::npos) << r.err;
+}
+
+// ---- calls luma forwards to the driver --------------------------------------------------
+
+// A program luma serves nothing for - it allocates only from the driver's pools and with
+// the virtual memory calls - still gets a trace (opened by its first forwarded call):
+// every forwarded call with its entry point, bytes and address or handle, and `luma stats`
+// lists them under their paths.
+TEST(ForwardedTrace, AProgramThatOnlyForwardsGetsATraceOfItsCalls) {
+  NEED(paths().luma);
+  NEED(paths().prog("driver"));
+  const std::string dir = temp_dir();
+  const std::string trace = dir + "/f.trace";
+  Result r = run({paths().prog("driver"), "pool-vmm", "3"}, recording_env(trace));
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  core::TraceReader reader(trace);
+  EXPECT_TRUE(reader.closed_cleanly());
+  EXPECT_EQ(reader.header().format_version, 2u);
+  std::map<std::string, int> calls;
+  std::uint64_t pool_bytes = 0, created = 0, released = 0, mapped = 0;
+  std::set<std::uint64_t> handles;
+  reader.set_forwarded_handler([&](const core::trace::ForwardedCall& c) {
+    const std::string entry(core::trace::forwarded_entry_name(c.entry));
+    ++calls[entry + "/" + std::string(c.path)];
+    EXPECT_NE(c.thread, 0u) << entry;
+    if (c.entry == core::trace::ForwardedEntry::cuMemAllocFromPoolAsync) {
+      pool_bytes += c.bytes;
+      EXPECT_NE(c.address, 0u);
+      EXPECT_NE(c.stream, 0u);  // the mode's own stream
+    }
+    if (c.entry == core::trace::ForwardedEntry::cuMemCreate) {
+      created += c.bytes;
+      handles.insert(c.handle);
+    }
+    if (c.entry == core::trace::ForwardedEntry::cuMemRelease) {
+      released += c.bytes;  // luma remembers each handle's size
+      EXPECT_EQ(handles.count(c.handle), 1u);
+    }
+    if (c.entry == core::trace::ForwardedEntry::cuMemMap) mapped += c.bytes;
+  });
+  const core::TraceReadSummary sum = reader.read({});
+  EXPECT_EQ(sum.events, 0u);  // luma's cache served nothing
+  EXPECT_EQ(sum.forwarded_calls, 18u);
+  EXPECT_EQ(calls["cuMemAllocFromPoolAsync/stream_ordered"], 3);
+  EXPECT_EQ(calls["cuMemFreeAsync/stream_ordered"], 3);
+  EXPECT_EQ(calls["cuMemCreate/virtual_memory"], 3);
+  EXPECT_EQ(calls["cuMemRelease/virtual_memory"], 3);
+  EXPECT_EQ(calls["cuMemMap/virtual_mappings"], 3);
+  EXPECT_EQ(calls["cuMemUnmap/virtual_mappings"], 3);
+  EXPECT_EQ(pool_bytes, 4096u * (1 + 2 + 3));
+  const std::uint64_t two_granules = 2 * (2u << 20);
+  EXPECT_EQ(created, 3 * two_granules);
+  EXPECT_EQ(released, 3 * two_granules);
+  EXPECT_EQ(mapped, 3 * two_granules);
+  EXPECT_EQ(handles.size(), 3u);
+
+  Result s = run({paths().luma, "stats", "--json", trace}, clean_env());
+  ASSERT_EQ(s.exit_code, 0) << describe(s);
+  const json fwd = json::parse(s.out)["runs"][0]["forwarded_calls"];
+  ASSERT_EQ(fwd.size(), 3u) << fwd.dump();
+  EXPECT_EQ(fwd[0]["path"], "stream_ordered");
+  EXPECT_EQ(fwd[0]["calls"]["cuMemAllocFromPoolAsync"], 3);
+  EXPECT_EQ(fwd[0]["peak_live_bytes"], 4096 * 3) << fwd[0].dump();  // one at a time
+  EXPECT_EQ(fwd[1]["path"], "virtual_memory");
+  EXPECT_EQ(fwd[1]["alloc_bytes"], 3 * two_granules);
+  EXPECT_EQ(fwd[1]["peak_live_bytes"], two_granules);
+  EXPECT_EQ(fwd[1]["final_live_bytes"], 0);
+  EXPECT_EQ(fwd[2]["path"], "virtual_mappings");
+  EXPECT_EQ(fwd[2]["maps"], 3);
+  EXPECT_EQ(fwd[2]["unmaps"], 3);
+  Result t = run({paths().luma, "stats", trace}, clean_env());
+  ASSERT_EQ(t.exit_code, 0) << describe(t);
+  EXPECT_NE(t.out.find("virtual_memory: cuMemCreate 3, cuMemRelease 3"), std::string::npos) << t.out;
+}
+
+// `luma run` of a program that allocates only with cuMemAllocAsync finds its trace (no
+// "wrote no trace"), and `luma stats` names the calls.
+TEST(ForwardedTrace, LumaRunOfAStreamOrderedOnlyProgramHasATrace) {
+  NEED(paths().luma);
+  NEED(paths().prog("driver"));
+  const std::string dir = temp_dir();
+  Result r = run({paths().luma, "run", "--trace", dir + "/a.%p.trace", "--", paths().prog("driver"),
+                  "async", "20"},
+                 clean_env({{"LD_LIBRARY_PATH", paths().fake_dir}}));
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.err.find("wrote no trace"), std::string::npos) << r.err;
+  const std::string trace = trace_from_run_output(r.err);
+  ASSERT_FALSE(trace.empty()) << describe(r);
+  Result s = run({paths().luma, "stats", trace}, clean_env());
+  ASSERT_EQ(s.exit_code, 0) << describe(s);
+  EXPECT_NE(s.out.find("stream_ordered: cuMemAllocAsync 20, cuMemFreeAsync 20"), std::string::npos)
+      << s.out;
 }
 
 }  // namespace

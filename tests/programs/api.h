@@ -32,6 +32,22 @@ struct DriverCalls {
   int (*host_alloc)(void** p, size_t n);     // cuMemAllocHost_v2
   int (*host_free)(void* p);                 // cuMemFreeHost
   int (*managed_alloc)(void** p, size_t n);  // cuMemAllocManaged(GLOBAL); freed by cuMemFree
+  // Stream-ordered pools: cuMemPoolCreate (pinned memory of the current device),
+  // cuMemPoolDestroy, cuMemAllocFromPoolAsync (freed by free_async).
+  int (*pool_create)(void** pool);
+  int (*pool_destroy)(void* pool);
+  int (*pool_alloc)(void** p, size_t n, void* pool, void* stream);
+  // Virtual memory management on the current device: the minimum granularity, cuMemCreate,
+  // cuMemRelease, cuMemAddressReserve (default alignment), cuMemAddressFree, cuMemMap
+  // (offset 0), cuMemUnmap, cuMemSetAccess (read-write for the current device).
+  int (*vmm_granularity)(size_t* g);
+  int (*vmm_create)(unsigned long long* handle, size_t n);
+  int (*vmm_release)(unsigned long long handle);
+  int (*vmm_reserve)(void** va, size_t n);
+  int (*vmm_free_range)(void* va, size_t n);
+  int (*vmm_map)(void* va, size_t n, unsigned long long handle);
+  int (*vmm_unmap)(void* va, size_t n);
+  int (*vmm_set_access)(void* va, size_t n);
 };
 
 struct Api {

@@ -51,6 +51,15 @@ CUresult ready() {
 CUdeviceptr dp(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 CUstream st(void* s) { return static_cast<CUstream>(s); }
 
+// Pinned memory of this thread's device (cuMemCreate, cuMemGetAllocationGranularity).
+CUmemAllocationProp device_prop() {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = t_device;
+  return prop;
+}
+
 const DriverCalls kDriverCalls = {
     [](void* h, const void* p) -> int {
       READY();
@@ -131,6 +140,69 @@ const DriverCalls kDriverCalls = {
       CUresult r = cuMemAllocManaged(&d, n, CU_MEM_ATTACH_GLOBAL);
       *p = reinterpret_cast<void*>(d);
       return r;
+    },
+    [](void** pool) -> int {
+      READY();
+      CUmemPoolProps props{};
+      props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+      props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      props.location.id = t_device;
+      CUmemoryPool m = nullptr;
+      CUresult r = cuMemPoolCreate(&m, &props);
+      *pool = m;
+      return r;
+    },
+    [](void* pool) -> int {
+      READY();
+      return cuMemPoolDestroy(static_cast<CUmemoryPool>(pool));
+    },
+    [](void** p, size_t n, void* pool, void* stream) -> int {
+      READY();
+      CUdeviceptr d = 0;
+      CUresult r = cuMemAllocFromPoolAsync(&d, n, static_cast<CUmemoryPool>(pool), st(stream));
+      *p = reinterpret_cast<void*>(d);
+      return r;
+    },
+    [](size_t* g) -> int {
+      READY();
+      const CUmemAllocationProp prop = device_prop();
+      return cuMemGetAllocationGranularity(g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    },
+    [](unsigned long long* h, size_t n) -> int {
+      READY();
+      const CUmemAllocationProp prop = device_prop();
+      return cuMemCreate(h, n, &prop, 0);
+    },
+    [](unsigned long long h) -> int {
+      READY();
+      return cuMemRelease(h);
+    },
+    [](void** va, size_t n) -> int {
+      READY();
+      CUdeviceptr d = 0;
+      CUresult r = cuMemAddressReserve(&d, n, 0, 0, 0);
+      *va = reinterpret_cast<void*>(d);
+      return r;
+    },
+    [](void* va, size_t n) -> int {
+      READY();
+      return cuMemAddressFree(dp(va), n);
+    },
+    [](void* va, size_t n, unsigned long long h) -> int {
+      READY();
+      return cuMemMap(dp(va), n, 0, h, 0);
+    },
+    [](void* va, size_t n) -> int {
+      READY();
+      return cuMemUnmap(dp(va), n);
+    },
+    [](void* va, size_t n) -> int {
+      READY();
+      CUmemAccessDesc access{};
+      access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      access.location.id = t_device;
+      access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      return cuMemSetAccess(dp(va), n, &access, 1);
     },
 };
 

@@ -49,8 +49,8 @@ TEST(ProcAddress, GetProcAddressAbiFollowsTheVersion) {
 // does, so range, IPC handle and buffer id agree (docs/architecture.md): not hooked.
 TEST(ProcAddress, NamesLumaDoesNotServeAreForwarded) {
   for (const char* name : {"cuInit", "cuMemGetAddressRange", "cuPointerGetAttribute",
-                           "cuMemAlloc_v2", "", "cuMemAllocFromPoolAsync", "cuMemCreate",
-                           "cuCtxSynchronize"})
+                           "cuMemAlloc_v2", "", "cuMemAddressReserve", "cuMemSetAccess",
+                           "cuMemPoolCreate", "cuCtxSynchronize"})
     EXPECT_EQ(hook_for_request(name, 13000), Hook::none) << name;
 }
 
@@ -66,6 +66,20 @@ TEST(ProcAddress, ForwardedAllocationPathsAreHooked) {
   EXPECT_EQ(hook_for_request("cuMemAllocHost", 3010), Hook::none);  // the 32-bit v1 ABI
   EXPECT_EQ(hook_for_request("cuMemHostAlloc", 13000), Hook::mem_host_alloc);
   EXPECT_EQ(hook_for_request("cuMemFreeHost", 13000), Hook::mem_free_host);
+}
+
+// Pool allocations (CUDA 11.2, with a per-thread twin) and the virtual memory calls that
+// make, drop, map and unmap memory (CUDA 10.2) are forwarded and counted too; the calls
+// around them (reserving addresses, access rights, pools themselves) are not hooked.
+TEST(ProcAddress, PoolAndVirtualMemoryCallsAreHookedFromTheirVersion) {
+  EXPECT_EQ(hook_for_request("cuMemAllocFromPoolAsync", 11020), Hook::mem_alloc_from_pool_async);
+  EXPECT_EQ(hook_for_request("cuMemAllocFromPoolAsync", 11010), Hook::none);
+  EXPECT_EQ(hook_for_symbol("cuMemAllocFromPoolAsync_ptsz"), Hook::mem_alloc_from_pool_async_ptsz);
+  EXPECT_EQ(hook_for_request("cuMemCreate", 10020), Hook::mem_create);
+  EXPECT_EQ(hook_for_request("cuMemCreate", 10010), Hook::none);
+  EXPECT_EQ(hook_for_request("cuMemRelease", 13000), Hook::mem_release);
+  EXPECT_EQ(hook_for_request("cuMemMap", 13000), Hook::mem_map);
+  EXPECT_EQ(hook_for_request("cuMemUnmap", 13000), Hook::mem_unmap);
 }
 
 // A stream-ordered free may name a luma block (CUDA allows it on cuMemAlloc memory), so

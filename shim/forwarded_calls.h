@@ -1,0 +1,33 @@
+// forwarded_calls.h - what luma does after the driver served an allocation call luma
+// forwards (forwarded_paths.h): count it in the exit statistics and, with LUMA_TRACE,
+// record it in the trace (a forwarded_call record, docs/trace-format.md), which is opened
+// for it if no allocator opened it yet. Called by hooks.cpp's forward_then_observe (the
+// driver succeeded; the thread is inside luma) and by serve.cpp for a foreign free.
+#pragma once
+
+#include <cstddef>
+
+#include "cuda_abi.h"
+#include "forwarded_paths.h"
+#include "shim_state.h"
+#include "trace/trace_format.h"
+
+namespace luma::shim {
+
+// One forwarded call of `path` (call.path, thread and time are filled in here): alloc and
+// map count as allocations of call.bytes, free and unmap as frees. Only while luma serves,
+// like the served calls (with caching off luma is not there to report).
+void on_forwarded_call(State& s, ForwardedPath path, core::trace::ForwardedCall call) noexcept;
+
+// The observers of the pool, managed and virtual memory hooks.
+void on_mem_alloc_managed(State& s, CUdeviceptr* dptr, std::size_t bytes, unsigned flags) noexcept;
+void on_mem_alloc_from_pool_async(State& s, CUdeviceptr* dptr, std::size_t bytes,
+                                  CUmemoryPool pool, CUstream stream) noexcept;
+void on_mem_create(State& s, CUmemGenericAllocationHandle* handle, std::size_t bytes,
+                   const CUmemAllocationProp* prop, unsigned long long flags) noexcept;
+void on_mem_release(State& s, CUmemGenericAllocationHandle handle) noexcept;
+void on_mem_map(State& s, CUdeviceptr ptr, std::size_t bytes, std::size_t offset,
+                CUmemGenericAllocationHandle handle, unsigned long long flags) noexcept;
+void on_mem_unmap(State& s, CUdeviceptr ptr, std::size_t bytes) noexcept;
+
+}  // namespace luma::shim

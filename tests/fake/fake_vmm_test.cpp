@@ -1,0 +1,227 @@
+// fake_vmm_test.cpp - tests of the stand-in driver's memory pools and virtual memory
+// management calls (fake_vmm.cpp): the documented rules and error codes that luma's
+// forwarding tests rely on (tests/fake/README.md names the source of each).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "fake_control.h"
+#include "fake_driver_api.h"
+
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+class FakeVmm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+    luma_fake_reset();
+    ASSERT_EQ(cuDevicePrimaryCtxRetain(&ctx0_, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxSetCurrent(ctx0_), CUDA_SUCCESS);
+  }
+  void TearDown() override {
+    cuCtxSynchronize();
+    luma_fake_reset();
+  }
+  static CUmemAllocationProp prop(int device) {
+    CUmemAllocationProp p{};
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = device;
+    return p;
+  }
+  static size_t granularity() {
+    size_t g = 0;
+    const CUmemAllocationProp p = prop(0);
+    EXPECT_EQ(cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+              CUDA_SUCCESS);
+    return g;
+  }
+  CUcontext ctx0_ = nullptr;
+};
+
+TEST_F(FakeVmm, DefaultPoolIsOnePerDeviceAndCannotBeDestroyed) {
+  CUmemoryPool a = nullptr, b = nullptr, c = nullptr;
+  ASSERT_EQ(cuDeviceGetDefaultMemPool(&a, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuDeviceGetDefaultMemPool(&b, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuDeviceGetDefaultMemPool(&c, 1), CUDA_SUCCESS);
+  EXPECT_NE(a, nullptr);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_EQ(cuMemPoolDestroy(a), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuDeviceGetDefaultMemPool(&a, 99), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuDeviceGetDefaultMemPool(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(FakeVmm, PoolAllocationsAreStreamOrderedDeviceMemory) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CUmemoryPool pool = nullptr;
+  ASSERT_EQ(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAllocFromPoolAsync(&p, 4096, pool, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8Async(p, 0x3C, 4096, s), CUDA_SUCCESS);
+  std::vector<unsigned char> out(4096);
+  ASSERT_EQ(cuMemcpyDtoHAsync_v2(out.data(), p, 4096, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeAsync(p, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(out[4095], 0x3C);
+  // The per-thread twin allocates on the calling thread's default stream.
+  ASSERT_EQ(cuMemAllocFromPoolAsync_ptsz(&p, 512, pool, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeAsync_ptsz(p, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+  // A destroyed pool is no pool any more.
+  EXPECT_EQ(cuMemAllocFromPoolAsync(&p, 4096, pool, s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPoolDestroy(pool), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocFromPoolAsync(&p, 4096, reinterpret_cast<CUmemoryPool>(&p), s),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+TEST_F(FakeVmm, PoolCreateChecksItsProperties) {
+  CUmemPoolProps props{};
+  CUmemoryPool pool = nullptr;
+  EXPECT_EQ(cuMemPoolCreate(&pool, &props), CUDA_ERROR_INVALID_VALUE);  // no allocation type
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 42;
+  EXPECT_EQ(cuMemPoolCreate(&pool, &props), CUDA_ERROR_INVALID_VALUE);  // no such device
+  props.location.id = 0;
+  EXPECT_EQ(cuMemPoolCreate(nullptr, &props), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPoolCreate(&pool, nullptr), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(FakeVmm, GranularityIsTwoMiB) {
+  EXPECT_EQ(granularity(), 2 * kMiB);
+  size_t g = 0;
+  CUmemAllocationProp bad = prop(0);
+  bad.type = CU_MEM_ALLOCATION_TYPE_INVALID;
+  EXPECT_EQ(cuMemGetAllocationGranularity(&g, &bad, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+            CUDA_ERROR_INVALID_VALUE);
+}
+
+// The whole documented sequence: create, reserve, map, grant access, use, unmap, free the
+// range, release; the memory is visible through the mapping.
+TEST_F(FakeVmm, CreateReserveMapAccessAndRelease) {
+  const size_t g = granularity();
+  const CUmemAllocationProp p = prop(0);
+  CUmemGenericAllocationHandle h = 0;
+  ASSERT_EQ(cuMemCreate(&h, 2 * g, &p, 0), CUDA_SUCCESS);
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, 4 * g, 0, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(va % g, 0u);
+  ASSERT_EQ(cuMemMap(va + g, 2 * g, 0, h, 0), CUDA_SUCCESS);
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = 0;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  ASSERT_EQ(cuMemSetAccess(va + g, 2 * g, &access, 1), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8_v2(va + g, 0x11, 2 * g), CUDA_SUCCESS);
+  unsigned char out[4] = {};
+  ASSERT_EQ(cuMemcpyDtoH_v2(out, va + 3 * g - 4, 4), CUDA_SUCCESS);
+  EXPECT_EQ(out[3], 0x11);
+  // The unmapped part of the reservation is no memory.
+  EXPECT_EQ(cuMemsetD8_v2(va, 0, 16), CUDA_ERROR_INVALID_VALUE);
+  // Released while mapped: the mapping keeps the memory until it is unmapped.
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoH_v2(out, va + g, 4), CUDA_SUCCESS);
+  EXPECT_EQ(out[0], 0x11);
+  EXPECT_EQ(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);  // released once
+  ASSERT_EQ(cuMemUnmap(va + g, 2 * g), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemsetD8_v2(va + g, 0, 16), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemAddressFree(va, 4 * g), CUDA_SUCCESS);
+}
+
+// "The size of this allocation must be a multiple of the value given via
+// cuMemGetAllocationGranularity with the CU_MEM_ALLOC_GRANULARITY_MINIMUM flag."
+TEST_F(FakeVmm, CreateRefusesSizesOffTheGranularity) {
+  const size_t g = granularity();
+  const CUmemAllocationProp p = prop(0);
+  CUmemGenericAllocationHandle h = 0;
+  EXPECT_EQ(cuMemCreate(&h, g + 4096, &p, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemCreate(&h, 0, &p, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemCreate(&h, g, &p, 1), CUDA_ERROR_INVALID_VALUE);  // flags must be 0
+  EXPECT_EQ(cuMemCreate(&h, g, nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+  CUmemAllocationProp other = prop(42);
+  EXPECT_EQ(cuMemCreate(&h, g, &other, 0), CUDA_ERROR_INVALID_VALUE);
+  luma_fake_set_capacity(4 * g);
+  EXPECT_EQ(cuMemCreate(&h, 8 * g, &p, 0), CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+TEST_F(FakeVmm, MapChecksRangeOffsetAndHandle) {
+  const size_t g = granularity();
+  const CUmemAllocationProp p = prop(0);
+  CUmemGenericAllocationHandle h = 0;
+  ASSERT_EQ(cuMemCreate(&h, 2 * g, &p, 0), CUDA_SUCCESS);
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, 2 * g, 0, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemMap(va, g + 4096, 0, h, 0), CUDA_ERROR_INVALID_VALUE);   // size
+  EXPECT_EQ(cuMemMap(va, g, 4096, h, 0), CUDA_ERROR_INVALID_VALUE);       // offset
+  EXPECT_EQ(cuMemMap(va, g, 2 * g, h, 0), CUDA_ERROR_INVALID_VALUE);      // past the end
+  EXPECT_EQ(cuMemMap(va + g, 2 * g, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // past the range
+  EXPECT_EQ(cuMemMap(va, g, 0, h + 1000, 0), CUDA_ERROR_INVALID_VALUE);   // no such handle
+  EXPECT_EQ(cuMemMap(va, g, 0, h, 1), CUDA_ERROR_INVALID_VALUE);          // flags
+  ASSERT_EQ(cuMemMap(va, g, 0, h, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemMap(va, g, g, h, 0), CUDA_ERROR_INVALID_VALUE);  // already mapped there
+  ASSERT_EQ(cuMemMap(va + g, g, g, h, 0), CUDA_SUCCESS);
+  // Unmap takes whole mappings only (one or several adjacent ones).
+  EXPECT_EQ(cuMemUnmap(va, g / 2), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemUnmap(va + g / 2, g), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemUnmap(va, 2 * g), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemUnmap(va, g), CUDA_ERROR_INVALID_VALUE);  // nothing mapped any more
+  EXPECT_EQ(cuMemAddressFree(va, g), CUDA_ERROR_INVALID_VALUE);  // not the reserved size
+  ASSERT_EQ(cuMemAddressFree(va, 2 * g), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemMap(va, g, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // released handle
+}
+
+TEST_F(FakeVmm, ReserveAndAccessCheckTheirArguments) {
+  const size_t g = granularity();
+  CUdeviceptr va = 0;
+  EXPECT_EQ(cuMemAddressReserve(&va, g + 1, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAddressReserve(&va, g, 3 * g, 0, 0), CUDA_ERROR_INVALID_VALUE);  // not 2^n
+  ASSERT_EQ(cuMemAddressReserve(&va, g, 4 * g, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(va % (4 * g), 0u);
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = 0;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  EXPECT_EQ(cuMemSetAccess(va, g, &access, 1), CUDA_ERROR_INVALID_VALUE);  // nothing mapped
+  EXPECT_EQ(cuMemSetAccess(va, g, nullptr, 1), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemAddressFree(va, g), CUDA_SUCCESS);
+}
+
+// A mapped range is not cuMemAlloc memory: cuMemFree refuses it.
+TEST_F(FakeVmm, MappedMemoryIsNotFreedByMemFree) {
+  const size_t g = granularity();
+  const CUmemAllocationProp p = prop(0);
+  CUmemGenericAllocationHandle h = 0;
+  ASSERT_EQ(cuMemCreate(&h, g, &p, 0), CUDA_SUCCESS);
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, g, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(va, g, 0, h, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(va), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemUnmap(va, g), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressFree(va, g), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+}
+
+TEST_F(FakeVmm, ProcAddressKnowsThePoolAndVmmCalls) {
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult st = 0;
+  ASSERT_EQ(cuGetProcAddress_v2("cuMemCreate", &fn, 10020, 0, &st), CUDA_SUCCESS);
+  EXPECT_EQ(fn, reinterpret_cast<void*>(&cuMemCreate));
+  EXPECT_EQ(cuGetProcAddress_v2("cuMemCreate", &fn, 10010, 0, &st), CUDA_ERROR_NOT_FOUND);
+  ASSERT_EQ(cuGetProcAddress_v2("cuMemAllocFromPoolAsync", &fn, 11020,
+                                CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st),
+            CUDA_SUCCESS);
+  EXPECT_EQ(fn, reinterpret_cast<void*>(&cuMemAllocFromPoolAsync_ptsz));
+}
+
+}  // namespace
