@@ -25,8 +25,9 @@ TEST(Settings, DefaultsWhenNothingIsSet) {
   EXPECT_TRUE(l.settings.stats_file.empty());
   EXPECT_FALSE(l.settings.disable);
   EXPECT_EQ(l.settings.core.free_sync, core::FreeSync::event);
-  ASSERT_EQ(l.table.size(), 9u);
+  ASSERT_EQ(l.table.size(), 10u);
   EXPECT_TRUE(l.settings.plan.empty());
+  EXPECT_TRUE(l.settings.oom_snapshot.empty());
   for (const SettingRow& row : l.table) EXPECT_EQ(row.name.rfind("LUMA_", 0), 0u) << row.name;
 }
 
@@ -85,6 +86,12 @@ TEST(Settings, BlankPlanMeansNoPlan) {
   for (const char* blank : {"", " ", "\t", " \t\n"})
     EXPECT_TRUE(read({{"LUMA_PLAN", blank}}).settings.plan.empty()) << "'" << blank << "'";
   EXPECT_EQ(read({{"LUMA_PLAN", " plan.json"}}).settings.plan, " plan.json");
+}
+
+TEST(Settings, OomSnapshotIsAPatternAndBlankMeansNone) {
+  EXPECT_EQ(read({{"LUMA_OOM_SNAPSHOT", "oom-%p.pickle"}}).settings.oom_snapshot, "oom-%p.pickle");
+  for (const char* blank : {"", " ", " \t\n"})
+    EXPECT_TRUE(read({{"LUMA_OOM_SNAPSHOT", blank}}).settings.oom_snapshot.empty()) << "'" << blank << "'";
 }
 
 }  // namespace
