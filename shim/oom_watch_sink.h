@@ -32,7 +32,8 @@ namespace luma::shim {
 // The recent events a snapshot shows, as PyTorch's own trace ring defaults to
 // (trace_alloc_max_entries=1, set by users to ~100,000); each costs 48 bytes per device.
 inline constexpr std::size_t kOomRecentEvents = 10'000;
-// Live blocks tracked per allocator (a power of two; 24 bytes each), and distinct stacks.
+// Live blocks tracked per allocator (a power of two; 32 bytes each: 2 MiB), and distinct
+// stacks (each depth x 8 bytes).
 inline constexpr std::size_t kOomBlockSlots = std::size_t{1} << 16;
 inline constexpr std::uint32_t kOomMaxStacks = 4096;
 
