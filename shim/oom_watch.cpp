@@ -20,6 +20,16 @@
 
 namespace luma::shim {
 
+namespace {
+
+// The file name of a module's path (what a report line has room for).
+std::string module_name(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
 std::string symbolize_return_address(std::uint64_t address, std::string* module) {
   // A return address points after the call; the call itself (address - 1) is in the
   // calling function even when the call was its last instruction.
@@ -29,10 +39,11 @@ std::string symbolize_return_address(std::uint64_t address, std::string* module)
     if (module != nullptr) module->clear();
     return fmt::format("{:#x}", address);
   }
-  if (module != nullptr) *module = info.dli_fname != nullptr ? info.dli_fname : "";
+  const std::string path = info.dli_fname != nullptr ? info.dli_fname : "";
+  if (module != nullptr) *module = path;
   if (info.dli_sname == nullptr) {  // no dynamic symbol: the offset in its module
     const auto base = reinterpret_cast<std::uintptr_t>(info.dli_fbase);
-    return fmt::format("{}+{:#x}", info.dli_fname != nullptr ? info.dli_fname : "??", address - base);
+    return fmt::format("{}+{:#x}", path.empty() ? "??" : module_name(path), address - base);
   }
   int status = 0;
   std::unique_ptr<char, decltype(&std::free)> demangled(
@@ -91,8 +102,14 @@ void OomWatch::add_top_sites(const Evidence& ev, core::OomReport& r) const noexc
     for (const core::SiteTotal& t : core::top_sites(blocks, kOomTopSites)) {
       core::OomReport::Site site{t.live_bytes, t.blocks, {}};
       const auto& frames = ev.kept.stacks[t.stack - 1];
-      for (std::size_t i = 0; i < frames.size() && i < core::kOomSiteFrames; ++i)
-        site.frames.push_back(symbolize_return_address(frames[i], nullptr));
+      for (std::size_t i = 0; i < frames.size() && i < core::kOomSiteFrames; ++i) {
+        std::string module;
+        std::string name = symbolize_return_address(frames[i], &module);
+        // A named function says which module it is in; a module+offset says so already.
+        if (!module.empty() && name.rfind(module_name(module) + "+", 0) != 0)
+          name += " (" + module_name(module) + ")";
+        site.frames.push_back(std::move(name));
+      }
       r.top_sites.push_back(std::move(site));
     }
   } catch (...) {

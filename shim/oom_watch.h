@@ -67,8 +67,8 @@ class OomWatch {
   std::vector<std::pair<const void*, OomWatchSink*>> sinks_;  // never freed: events may come
 };
 
-// "symbol+0xOFF" (demangled) for a return address, or its address; `module` gets the
-// object's path. dladdr only: the dynamic symbols (a program's own functions need
+// "symbol+0xOFF" (demangled) for a return address, "module+0xOFF" when it has no dynamic
+// symbol, or the address when it lies in no module; `module` gets the object's path. dladdr only: the dynamic symbols (a program's own functions need
 // -rdynamic to be named).
 std::string symbolize_return_address(std::uint64_t address, std::string* module);
 
