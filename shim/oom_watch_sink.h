@@ -29,8 +29,9 @@
 
 namespace luma::shim {
 
-// The recent events a snapshot shows, as PyTorch's own trace ring defaults to
-// (trace_alloc_max_entries=1, set by users to ~100,000); each costs 56 bytes per allocator.
+// The recent events a snapshot shows: the last steps of a typical training loop, bounded
+// (PyTorch's own ring is sized by _record_memory_history's max_entries); each costs 56
+// bytes per allocator.
 inline constexpr std::size_t kOomRecentEvents = 10'000;
 // Live blocks tracked per allocator (a power of two; 32 bytes each: 2 MiB), and distinct
 // stacks (each depth x 8 bytes).
