@@ -11,6 +11,7 @@
 
 #include <map>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "call_context.h"
@@ -101,6 +102,30 @@ TEST(OomWatchSink, FullTablesDropAndCountWhatDoesNotFit) {
   EXPECT_EQ(c.dropped_blocks, 10u);
   EXPECT_EQ(c.stacks.size(), kOomMaxStacks);
   EXPECT_GT(c.dropped_stacks, 0u);
+}
+
+// The out-of-memory path copies while other threads' events arrive (each under its
+// allocator's lock, here one thread): every copy is a consistent state.
+TEST(OomWatchSink, CopiesWhileEventsArriveAreConsistent) {
+  OomWatchSink s(nullptr, 2, 500);
+  std::thread events([&] {
+    for (std::uint64_t i = 1; i <= 50'000; ++i) {
+      alloc(s, i << 12, 512, i % 500 + 1, {i % 7 + 1, 0x99});
+      if (i > 8) free_block(s, (i - 8) << 12, 512);
+    }
+  });
+  for (int k = 0; k < 200; ++k) {
+    const OomWatchSink::Copy c = s.copy();
+    EXPECT_LE(c.live.size(), 9u);
+    for (const auto& b : c.live) {
+      EXPECT_EQ(b.requested, (b.address >> 12) % 500 + 1);
+      ASSERT_GE(b.stack, 1u);
+      ASSERT_LE(b.stack, c.stacks.size());
+      EXPECT_EQ(c.stacks[b.stack - 1][0], (b.address >> 12) % 7 + 1);
+    }
+  }
+  events.join();
+  EXPECT_EQ(s.copy().live.size(), 8u);
 }
 
 }  // namespace
