@@ -92,7 +92,8 @@ void warn_table_full() noexcept {
     if (e->allocator.has_plan()) e->allocator.set_divergence_sink(&s.divergence_log);
     e->primary = is_primary_context(s.driver, ctx, device);
     // Before the entry is published: the allocator's first event is already recorded.
-    if (luma::core::EventSink* sink = s.recorder.sink_for_new_allocator(s.driver))
+    if (luma::core::EventSink* sink =
+            s.oom.sink_for_new_allocator(&e->allocator, s.recorder.sink_for_new_allocator(s.driver)))
       e->allocator.set_event_sink(sink);
     log().debug("serving context {} of device {}", static_cast<void*>(ctx), device);
     return e;
@@ -117,7 +118,9 @@ inline ContextEntry* current_entry(State& s) {
 // One warning per allocation that finally failed (the core released its cache and retried
 // first): what was asked, what the device and luma hold, and a hint when fragmentation is
 // the cause (core/stats/oom_report.h). The device's memory is the real driver's answer in
-// the entry's context, current on this thread.
+// the entry's context, current on this thread. With a trace on, the top call sites and the
+// snapshot (LUMA_OOM_SNAPSHOT) follow (oom_watch.h). Runs after the allocator returned:
+// no allocator lock is held, and nothing here allocates device memory.
 void report_oom(State& s, ContextEntry& e, std::size_t bytes) noexcept {
   try {
     core::OomReport r = core::make_oom_report(e.allocator.stats(), e.allocator.options(),
@@ -129,7 +132,10 @@ void report_oom(State& s, ContextEntry& e, std::size_t bytes) noexcept {
       r.device_total = total;
     }
     if (e.limited != nullptr) r.memory_limit = e.limited->budget().limit();
+    const OomWatch::Evidence evidence = s.oom.gather(&e.allocator);
+    s.oom.add_top_sites(evidence, r);
     log_noexcept(spdlog::level::warn, "{}", core::describe_oom(r));
+    s.oom.write_snapshot(evidence, e.allocator.cache(), r, s.settings_text, call_context().stream);
   } catch (...) {  // no memory for the text either: the error code says enough
   }
 }

@@ -172,6 +172,14 @@ const Variable kVariables[] = {
        return std::string();
      },
      [](const ShimSettings& s) { return s.plan; }},
+    {"LUMA_OOM_SNAPSHOT", "",
+     "at the first out-of-memory error, write the allocator's snapshot (PyTorch's memory "
+     "viewer format) to this file; %p pid, %h host, %r rank, %e executable, %% a percent sign",
+     [](std::string_view v, ShimSettings& s, std::vector<std::string>&) {
+       if (v.find_first_not_of(" \t\n") != std::string_view::npos) s.oom_snapshot = v;
+       return std::string();
+     },
+     [](const ShimSettings& s) { return s.oom_snapshot; }},
 };
 
 }  // namespace

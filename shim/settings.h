@@ -27,6 +27,7 @@ struct ShimSettings {
   unsigned trace_stacks = 0;    // LUMA_TRACE_STACKS: return addresses per alloc; 0: none
   unsigned trace_python = 32;   // LUMA_TRACE_PYTHON: Python frames per alloc (with stacks)
   std::string plan;             // LUMA_PLAN: a plan file to replay (docs/plan-replay.md)
+  std::string oom_snapshot;     // LUMA_OOM_SNAPSHOT: snapshot file pattern; empty: none
 };
 
 // The most return addresses LUMA_TRACE_STACKS may ask for (the trace format's limit).

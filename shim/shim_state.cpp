@@ -33,6 +33,7 @@ void initialise() noexcept {
     init_logging(s->settings.log_level, s->settings.log_file);
     for (const std::string& e : loaded.errors) log().warn("{}", e);
     s->recorder.configure(s->settings, s->settings_text);
+    s->oom.configure(s->settings, s->recorder.wanted());
     s->plans.configure(s->settings.plan);
   } catch (...) {
     s->settings = ShimSettings{};

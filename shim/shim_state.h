@@ -18,6 +18,7 @@
 #include "real_driver.h"
 #include "settings.h"
 #include "stream_registry.h"
+#include "oom_watch.h"
 #include "trace_recorder.h"
 
 namespace luma::shim {
@@ -43,6 +44,8 @@ struct State {
   std::unique_ptr<PinnedHostCache> host_cache;
   // LUMA_TRACE: the event trace (attached to each allocator as it is built).
   TraceRecorder recorder;
+  // LUMA_TRACE_STACKS / LUMA_OOM_SNAPSHOT: the evidence kept for an out-of-memory error.
+  OomWatch oom;
   // LUMA_PLAN: the plan every context's allocator follows, and the log of divergences.
   PlanLoader plans;
   DivergenceLog divergence_log;

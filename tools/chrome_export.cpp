@@ -24,14 +24,14 @@
 #include <vector>
 
 #include "exports.h"
-#include "utf8_text.h"
+#include "io/utf8_text.h"
 
 namespace luma::tools {
 
 namespace {
 std::string json_text(const std::string& raw) {
   std::string escaped;
-  for (char c : valid_utf8(raw)) {  // JSON text is UTF-8: a Latin-1 name would break it
+  for (char c : core::valid_utf8(raw)) {  // JSON text is UTF-8: a Latin-1 name would break it
     if (c == '"' || c == '\\') escaped += '\\';
     if (static_cast<unsigned char>(c) >= 0x20) escaped += c;
   }

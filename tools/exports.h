@@ -12,10 +12,6 @@
 
 namespace luma::tools {
 
-// Segments larger than this are "large" in the snapshot, as PyTorch's small pool holds
-// only its 2 MiB segments.
-inline constexpr std::uint64_t kSmallSegmentBytes = 2u << 20;
-
 // What part of the run an export keeps (PyTorch's own snapshot keeps its last
 // max_entries): memviz, each device's last N trace entries; chrome, the last N events of
 // the run; both, the events in [from, to] (ns of trace time). A memviz snapshot's

@@ -34,12 +34,16 @@
 #include <unordered_map>
 
 #include "exports.h"
-#include "pickle_writer.h"
+#include "io/memviz_layout.h"
+#include "io/pickle_writer.h"
 #include "trace/trace_format.h"
 
 namespace luma::tools {
 
 namespace {
+
+using core::PickleWriter;
+using core::memviz::action_name;
 
 // An event's call site: its native stack id and its Python stack id (0: none of either).
 using SiteKey = std::uint64_t;
@@ -116,74 +120,6 @@ class FrameWriter {
   std::unordered_map<SiteKey, std::uint32_t> memo_;
 };
 
-std::string_view action(core::EventKind k) {
-  switch (k) {
-    case core::EventKind::alloc: return "alloc";
-    case core::EventKind::free_requested: return "free_requested";
-    case core::EventKind::free_completed: return "free_completed";
-    case core::EventKind::segment_reserve: return "segment_alloc";
-    case core::EventKind::segment_release: return "segment_free";
-    case core::EventKind::oom: return "oom";
-    case core::EventKind::empty_cache: return "";  // no such action in the viewer
-  }
-  return "";
-}
-
-// The settings in force: PyTorch's keys (what its settings view and tools expect) with
-// luma's counterparts where there is one, and luma's own under "luma", typed: numbers
-// as ints, true/false as booleans.
-void write_settings(PickleWriter& p, const std::string& settings) {
-  std::map<std::string, std::string> luma;
-  std::istringstream in(settings);
-  std::string kv;
-  while (std::getline(in, kv, ',')) {
-    const auto colon = kv.find(':');
-    if (colon != std::string::npos) luma[kv.substr(0, colon)] = kv.substr(colon + 1);
-  }
-  // A number; SIZE_MAX (luma's "no limit") as -1, which is how PyTorch writes its own.
-  auto number = [](const std::string& v) -> std::optional<std::int64_t> {
-    std::uint64_t n = 0;
-    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (v.empty() || ec != std::errc{} || end != v.data() + v.size()) return std::nullopt;
-    if (n == UINT64_MAX) return -1;
-    if (n > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
-    return static_cast<std::int64_t>(n);
-  };
-  auto value = [&](const std::string& v) {
-    if (auto n = number(v)) p.integer(*n);
-    else if (v == "true" || v == "false") p.boolean(v == "true");
-    else p.text(v);
-  };
-  p.begin_dict();
-  p.key("PYTORCH_CUDA_ALLOC_CONF");
-  p.text(settings);  // the LUMA_CONF form: what configured this allocator
-  p.key("max_split_size");
-  // PyTorch writes int64(SIZE_MAX), i.e. -1, for "no limit".
-  auto split = luma.find("max_split_size");
-  p.integer(split != luma.end() ? number(split->second).value_or(-1) : -1);
-  p.key("garbage_collection_threshold");
-  p.real(0.0);
-  p.key("expandable_segments");
-  p.boolean(false);
-  p.key("pinned_num_register_threads");
-  p.integer(1);
-  p.key("release_lock_on_cudamalloc");
-  p.boolean(false);
-  p.key("pinned_use_cuda_host_register");
-  p.boolean(false);
-  p.key("roundup_power2_divisions");
-  p.begin_dict();
-  p.end_dict();
-  p.key("luma");
-  p.begin_dict();
-  for (const auto& [k, v] : luma) {
-    p.text(k);
-    value(v);
-  }
-  p.end_dict();
-  p.end_dict();
-}
-
 // The run's events; an RMM log's in the shape of a trace (see the top of the file).
 void read_events(RecordedRun& run, const core::TraceReader::EventFn& fn, bool progress) {
   if (!run.frees_complete_at_once()) {
@@ -257,7 +193,7 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
       return;
     }
     last_ns = std::max(last_ns, e.time_ns);
-    if (in_window(e.time_ns) && !action(e.kind).empty())
+    if (in_window(e.time_ns) && !action_name(e.kind).empty())
       ++entries[e.device];
     const auto who = std::make_pair(e.device, e.thread);
     switch (e.kind) {
@@ -326,45 +262,27 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
       requested += it->second.requested;
       if (!it->second.pending) allocated += it->second.size;
     }
-    p.begin_dict();
-    p.key("device"); p.integer(s.device);
-    p.key("address"); p.unsigned_integer(base);
-    p.key("total_size"); p.unsigned_integer(s.size);
-    p.key("allocated_size"); p.unsigned_integer(allocated);
-    p.key("active_size"); p.unsigned_integer(active);
-    p.key("requested_size"); p.unsigned_integer(requested);
-    p.key("stream"); p.unsigned_integer(s.stream);
-    p.key("segment_type"); p.key(s.size <= kSmallSegmentBytes ? "small" : "large");
-    p.key("segment_pool_id"); p.pair(0, 0);
-    p.key("is_expandable"); p.boolean(false);
-    p.key("frames"); frames.write(s.stack);
-    p.key("blocks");
-    p.begin_list();
+    core::memviz::begin_segment(p, {s.device, base, s.size, allocated, active, requested, s.stream});
+    frames.write(s.stack);
+    core::memviz::begin_segment_blocks(p);
     std::uint64_t at = base;
     auto gap = [&](std::uint64_t to) {
       if (to <= at) return;
-      p.begin_dict();
-      p.key("address"); p.unsigned_integer(at);
-      p.key("size"); p.unsigned_integer(to - at);
-      p.key("requested_size"); p.integer(0);
-      p.key("state"); p.key("inactive");
-      p.key("frames"); frames.write(0);
+      core::memviz::begin_block(p, {at, to - at, 0, core::BlockSnapshotState::inactive});
+      frames.write(0);
       p.end_dict();
     };
     for (auto it = first; it != last; ++it) {
       gap(it->first);
-      p.begin_dict();
-      p.key("address"); p.unsigned_integer(it->first);
-      p.key("size"); p.unsigned_integer(it->second.size);
-      p.key("requested_size"); p.unsigned_integer(it->second.requested);
-      p.key("state"); p.key(it->second.pending ? "active_pending_free" : "active_allocated");
-      p.key("frames"); frames.write(it->second.stack);
+      core::memviz::begin_block(p, {it->first, it->second.size, it->second.requested,
+                                    it->second.pending ? core::BlockSnapshotState::active_pending_free
+                                                       : core::BlockSnapshotState::active_allocated});
+      frames.write(it->second.stack);
       p.end_dict();
       at = std::max(at, it->first + it->second.size);
     }
     gap(base + s.size);
-    p.end_list();
-    p.end_dict();
+    core::memviz::end_segment(p);
   }
   p.end_list();
 
@@ -390,18 +308,13 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
                        std::uint64_t stream, std::uint64_t time_ns, SiteKey stack,
                        bool oom) {
         if (number++ < skip) return;
-        p.begin_dict();
-        p.key("action"); p.key(name);
+        std::optional<std::uint64_t> device_free;
         if (oom) {
           const std::uint64_t total_bytes = device_total[d];
-          p.key("device_free"); p.unsigned_integer(total_bytes > reserved ? total_bytes - reserved : 0);
-        } else {
-          p.key("addr"); p.unsigned_integer(addr);
+          device_free = total_bytes > reserved ? total_bytes - reserved : 0;
         }
-        p.key("size"); p.unsigned_integer(size);
-        p.key("stream"); p.unsigned_integer(stream);
-        p.key("time_us"); p.unsigned_integer(start_us + time_ns / 1000);
-        p.key("frames"); frames.write(stack);
+        core::memviz::begin_trace_entry(p, {name, addr, device_free, size, stream, start_us + time_ns / 1000});
+        frames.write(stack);
         p.end_dict();
       };
       read_events(
@@ -418,7 +331,7 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
               case core::EventKind::free_completed: {
                 auto it = live.find(e.address);
                 const Live l = it != live.end() ? it->second : Live{e.size, e.stream, 0};
-                if (show) entry(action(e.kind), e.address, l.requested, e.stream, e.time_ns, l.stack, false);
+                if (show) entry(action_name(e.kind), e.address, l.requested, e.stream, e.time_ns, l.stack, false);
                 if (e.kind == core::EventKind::free_completed) live.erase(e.address);
                 break;
               }
@@ -456,7 +369,7 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
   p.end_list();
 
   p.key("allocator_settings");
-  write_settings(p, run.header().settings);
+  core::memviz::write_allocator_settings(p, run.header().settings);
   p.end_dict();
   p.finish();
 }

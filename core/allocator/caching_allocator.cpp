@@ -943,6 +943,27 @@ std::size_t CachingAllocator::largest_free_block() const noexcept {
   return largest;
 }
 
+AllocatorSnapshot CachingAllocator::snapshot() const {
+  std::lock_guard<AllocatorLock> lock(impl_->mu);
+  AllocatorSnapshot out;
+  out.reserve(impl_->segments.size());
+  for (const Segment* s : impl_->segments) {
+    SegmentSnapshot& seg = out.emplace_back();
+    seg.address = s->base;
+    seg.size = s->size;
+    seg.pool = s->pool;
+    for (const Block* b = s->first; b != nullptr; b = b->next) {
+      // Allocated means in the pointer map; an in-use block that is not is a pending free.
+      BlockSnapshotState state = BlockSnapshotState::inactive;
+      if (b->state == BlockState::in_use)
+        state = impl_->live.find(b->addr) != nullptr ? BlockSnapshotState::active_allocated
+                                                      : BlockSnapshotState::active_pending_free;
+      seg.blocks.push_back({b->addr, b->size, state == BlockSnapshotState::inactive ? 0 : b->requested, state});
+    }
+  }
+  return out;
+}
+
 void CachingAllocator::set_event_sink(EventSink* sink) noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   impl_->sink = sink;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "allocator/allocator_snapshot.h"
 #include "allocator/constants.h"
 #include "allocator/device.h"
 #include "allocator/event.h"
@@ -94,6 +95,10 @@ class CachingAllocator {
   // serve without the device. Walks every block, so for reports (out of memory), never
   // the hot path; pending blocks are not free yet and do not count.
   std::size_t largest_free_block() const noexcept;
+  // Every segment and its blocks, as they are now (allocator_snapshot.h): one walk under
+  // the lock, no device call. For reports (out of memory) and tests, never the hot path;
+  // throws std::bad_alloc when the host has no memory for the copy.
+  AllocatorSnapshot snapshot() const;
 
   // Observer for every event; nullptr to stop. Set before use from one thread.
   void set_event_sink(EventSink* sink) noexcept;

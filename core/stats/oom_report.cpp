@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -25,6 +26,30 @@ OomReport make_oom_report(const DeviceStats& stats, const AllocatorOptions& opti
   r.max_split_size = options.max_split_size;
   r.large_segment = options.large_segment;
   return r;
+}
+
+std::vector<SiteTotal> top_sites(std::span<const LiveBlockSite> blocks, std::size_t n) {
+  std::unordered_map<std::uint32_t, SiteTotal> by_stack;
+  for (const LiveBlockSite& b : blocks) {
+    if (b.stack == 0) continue;
+    SiteTotal& t = by_stack[b.stack];
+    t.stack = b.stack;
+    t.live_bytes += b.bytes;
+    t.blocks += 1;
+  }
+  std::vector<SiteTotal> out;
+  out.reserve(by_stack.size());
+  for (const auto& [stack, t] : by_stack) out.push_back(t);
+  auto more = [](const SiteTotal& a, const SiteTotal& b) {
+    return a.live_bytes != b.live_bytes ? a.live_bytes > b.live_bytes : a.stack < b.stack;
+  };
+  if (out.size() > n) {
+    std::partial_sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n), out.end(), more);
+    out.resize(n);
+  } else {
+    std::sort(out.begin(), out.end(), more);
+  }
+  return out;
 }
 
 bool oom_from_fragmentation(const OomReport& r) noexcept {
@@ -74,6 +99,17 @@ std::string describe_oom(const OomReport& r) {
                      format_bytes(r.allocated), format_bytes(r.cached), format_bytes(r.largest_free_block),
                      r.segments, format_bytes(r.reserved));
   if (oom_from_fragmentation(r)) out += fragmentation_hint(r);
+  if (!r.top_sites.empty()) {
+    out += " Top allocation sites by live bytes:";
+    for (std::size_t i = 0; i < r.top_sites.size(); ++i) {
+      const OomReport::Site& site = r.top_sites[i];
+      out += fmt::format(" #{} {} in {} block{}:", i + 1, format_bytes(site.live_bytes), site.blocks,
+                         site.blocks == 1 ? "" : "s");
+      for (std::size_t f = 0; f < site.frames.size() && f < kOomSiteFrames; ++f)
+        out += fmt::format("{} {}", f == 0 ? "" : " <-", site.frames[f]);
+      out += i + 1 < r.top_sites.size() ? ";" : ".";
+    }
+  }
   return out;
 }
 

@@ -10,7 +10,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "allocator/constants.h"
 #include "stats/stats.h"
@@ -36,7 +38,31 @@ struct OomReport {
   // The settings the hint names, as they are now.
   std::size_t max_split_size = 0;
   std::size_t large_segment = 0;
+  // With call stacks recorded (LUMA_TRACE_STACKS): the sites holding the most live bytes,
+  // most first (top_sites), each with its frames as text, innermost first.
+  struct Site {
+    std::size_t live_bytes = 0;
+    std::size_t blocks = 0;
+    std::vector<std::string> frames;
+  };
+  std::vector<Site> top_sites;
 };
+
+// One live block's call site (a stack id; 0: none recorded) and its bytes.
+struct LiveBlockSite {
+  std::uint32_t stack = 0;
+  std::size_t bytes = 0;
+};
+struct SiteTotal {
+  std::uint32_t stack = 0;
+  std::size_t live_bytes = 0;
+  std::size_t blocks = 0;
+};
+// The `n` sites with the most live bytes (ties: the lower stack id first), summed over
+// the live blocks; blocks without a stack (0) are no site and are left out.
+std::vector<SiteTotal> top_sites(std::span<const LiveBlockSite> blocks, std::size_t n);
+// How many frames of each site the report shows.
+inline constexpr std::size_t kOomSiteFrames = 4;
 
 // The report's luma numbers from one device's statistics, its allocator's options and
 // largest free block; the device fields are left for the caller.
@@ -48,7 +74,8 @@ OomReport make_oom_report(const DeviceStats& stats, const AllocatorOptions& opti
 bool oom_from_fragmentation(const OomReport& r) noexcept;
 
 // The report as text: one paragraph, PyTorch's wording where it applies, then the hint
-// (only when oom_from_fragmentation) naming the LUMA_CONF keys to try and why.
+// (only when oom_from_fragmentation) naming the LUMA_CONF keys to try and why, then the
+// top sites when there are any ("Top allocation sites by live bytes: ...").
 std::string describe_oom(const OomReport& r);
 
 }  // namespace luma::core

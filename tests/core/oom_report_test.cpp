@@ -124,5 +124,36 @@ TEST(LargestFreeBlock, IsTheLargestMergedFreeBlock) {
   LUMA_EXPECT_CLEAN(a);
 }
 
+TEST(OomTopSites, RanksSitesByLiveBytesAndLeavesOutBlocksWithoutStack) {
+  const std::vector<LiveBlockSite> blocks = {
+      {1, 100}, {2, 300}, {1, 150}, {0, 10'000}, {3, 50}, {2, 1}, {4, 250}, {5, 250}};
+  const std::vector<SiteTotal> top = top_sites(blocks, 3);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].stack, 2u);
+  EXPECT_EQ(top[0].live_bytes, 301u);
+  EXPECT_EQ(top[0].blocks, 2u);
+  EXPECT_EQ(top[1].stack, 1u);  // 250 each for sites 1 (two blocks), 4 and 5: lower ids first
+  EXPECT_EQ(top[1].live_bytes, 250u);
+  EXPECT_EQ(top[1].blocks, 2u);
+  EXPECT_EQ(top[2].stack, 4u);
+  EXPECT_EQ(top_sites(blocks, 10).size(), 5u) << "stack 0 is no site";
+  EXPECT_TRUE(top_sites({}, 5).empty());
+}
+
+TEST(OomReport, TopSitesAreListedWithTheirFrames) {
+  HostDevice dev(8 * MiB);
+  CachingAllocator a(dev, 0);
+  must_alloc(a, 6 * MiB);
+  OomReport r = report_after_failed(a, 4 * MiB);
+  EXPECT_EQ(describe_oom(r).find("Top allocation sites"), std::string::npos);
+  r.top_sites.push_back({6 * MiB, 1, {"alloc_weights+0x1c", "main+0x20", "f3", "f4", "f5"}});
+  r.top_sites.push_back({2 * MiB, 2, {"alloc_activations+0x8"}});
+  const std::string text = describe_oom(r);
+  EXPECT_NE(text.find(" Top allocation sites by live bytes: #1 6.0 MiB in 1 block: alloc_weights+0x1c "
+                      "<- main+0x20 <- f3 <- f4; #2 2.0 MiB in 2 blocks: alloc_activations+0x8."),
+            std::string::npos) << text;
+  EXPECT_EQ(text.find("f5"), std::string::npos) << "at most kOomSiteFrames frames";
+}
+
 }  // namespace
 }  // namespace luma::core

@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // The input split at NUL bytes gives the value of each LUMA_* variable in turn.
   static const char* const kNames[] = {"LUMA_CONF",     "LUMA_STATS",   "LUMA_STATS_FILE",
                                        "LUMA_LOG_LEVEL", "LUMA_LOG_FILE", "LUMA_DISABLE",
-                                       "LUMA_TRACE",    "LUMA_TRACE_STACKS"};
+                                       "LUMA_TRACE",    "LUMA_TRACE_STACKS", "LUMA_OOM_SNAPSHOT"};
   constexpr std::size_t kCount = sizeof kNames / sizeof kNames[0];
   std::vector<std::string> values;
   std::string_view rest = text;

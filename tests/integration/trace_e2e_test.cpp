@@ -34,6 +34,7 @@ struct Paths {
   std::string trace_prog = setting("LUMA_IT_TRACE_PROG");
   std::string python = setting("LUMA_IT_PYTHON");
   std::string check_memviz = setting("LUMA_IT_CHECK_MEMVIZ");
+  std::string check_oom_snapshot = setting("LUMA_IT_CHECK_OOM_SNAPSHOT");
   std::string prog(const std::string& flavour) const {
     return setting(("LUMA_IT_PROG_" + flavour).c_str());
   }
@@ -555,6 +556,82 @@ TEST(ForwardedTrace, LumaRunOfAStreamOrderedOnlyProgramHasATrace) {
   ASSERT_EQ(s.exit_code, 0) << describe(s);
   EXPECT_NE(s.out.find("stream_ordered: cuMemAllocAsync 20, cuMemFreeAsync 20"), std::string::npos)
       << s.out;
+}
+
+// ---- out of memory: the report's top call sites, LUMA_OOM_SNAPSHOT -------------------
+
+// The bytes luma had reserved when the trace's first oom event came: its segments then.
+std::uint64_t reserved_at_oom(const std::string& trace) {
+  core::TraceReader reader(trace);
+  std::uint64_t reserved = 0;
+  bool oom = false;
+  reader.read([&](const core::TraceEvent& e) {
+    if (oom) return;
+    if (e.kind == core::EventKind::segment_reserve) reserved += e.size;
+    if (e.kind == core::EventKind::segment_release) reserved -= e.size;
+    if (e.kind == core::EventKind::oom) oom = true;
+  });
+  EXPECT_TRUE(oom) << "the trace has no oom event";
+  return reserved;
+}
+
+TEST(OomUnderTheShim, ReportNamesTheTopSitesAndTheSnapshotOpensInPyTorchsViewer) {
+  NEED(paths().trace_prog);
+  const std::string dir = temp_dir();
+  Result r = run({paths().trace_prog, "oom", "1000"},
+                 recording_env(dir + "/o.trace", {{"LUMA_TRACE_STACKS", "8"},
+                                                  {"LUMA_FAKE_CAPACITY", "64M"},
+                                                  {"LUMA_OOM_SNAPSHOT", dir + "/oom-%p.pickle"}}));
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count(r.out, "oom after "), 1) << r.out;
+  // The report: one paragraph, its top site the function that allocated the 1 MiB blocks.
+  const auto sites = r.err.find("Top allocation sites by live bytes: #1 ");
+  ASSERT_NE(sites, std::string::npos) << r.err;
+  const auto first = r.err.find("luma_trace_test_oom_function", sites);
+  ASSERT_NE(first, std::string::npos) << r.err;
+  EXPECT_LT(first, r.err.find("#2", sites)) << "the 1 MiB blocks' site comes first: " << r.err;
+  // The snapshot: one file, named by the pattern, and said in the log.
+  std::string name;
+  for (const std::string& f : files_in(dir))
+    if (std::regex_match(f, std::regex("oom-[0-9]+\\.pickle"))) {
+      EXPECT_TRUE(name.empty()) << "two snapshots: " << name << " and " << f;
+      name = f;
+    }
+  ASSERT_FALSE(name.empty()) << r.err;
+  EXPECT_NE(r.err.find(dir + "/" + name), std::string::npos) << r.err;
+  if (paths().python.empty() || paths().check_oom_snapshot.empty()) GTEST_SKIP() << "no python3";
+  Result py = run({paths().python, paths().check_oom_snapshot, dir + "/" + name,
+                   std::to_string(reserved_at_oom(dir + "/o.trace")), std::to_string(1 << 20),
+                   "luma_trace_test_oom_function"},
+                  clean_env());
+  EXPECT_EQ(py.exit_code, 0) << describe(py);
+}
+
+TEST(OomUnderTheShim, ASnapshotThatCannotBeWrittenLogsOneLineAndTheProgramRunsOn) {
+  NEED(paths().trace_prog);
+  const std::string dir = temp_dir();
+  Result r = run({paths().trace_prog, "oom", "1000"},
+                 recording_env(dir + "/o.trace", {{"LUMA_FAKE_CAPACITY", "16M"},
+                                                  {"LUMA_OOM_SNAPSHOT", "/nonexistent-luma-dir/x.pickle"}}));
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(count(r.err, "LUMA_OOM_SNAPSHOT: cannot write the snapshot to '/nonexistent-luma-dir/x.pickle'"), 1)
+      << r.err;
+  EXPECT_EQ(count(r.err, "CUDA out of memory"), 1) << r.err;
+  EXPECT_EQ(r.err.find("Top allocation sites"), std::string::npos) << "no stacks recorded: " << r.err;
+}
+
+TEST(OomUnderTheShim, WithoutATraceTheSnapshotHoldsTheSegmentsAndTheOomEntry) {
+  NEED(paths().trace_prog);
+  const std::string dir = temp_dir();
+  Env env = recording_env("", {{"LUMA_FAKE_CAPACITY", "16M"}, {"LUMA_OOM_SNAPSHOT", dir + "/o.pickle"}});
+  env.erase("LUMA_TRACE");
+  Result r = run({paths().trace_prog, "oom", "1000"}, env);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  ASSERT_EQ(files_in(dir), std::vector<std::string>{"o.pickle"}) << r.err;
+  if (paths().python.empty() || paths().check_memviz.empty()) GTEST_SKIP() << "no python3";
+  Result py = run({paths().python, paths().check_memviz, dir + "/o.pickle", "--partial"}, clean_env());
+  EXPECT_EQ(py.exit_code, 0) << describe(py);
+  EXPECT_NE(py.out.find("1 device traces, 1 entries"), std::string::npos) << py.out;
 }
 
 }  // namespace

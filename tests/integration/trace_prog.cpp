@@ -5,6 +5,8 @@
 //   trace_prog stacks N         N allocs made by luma_trace_test_allocating_function
 //   trace_prog fork             alloc, fork (child: alloc+free attempt, exit), 10 pairs
 //   trace_prog threads T N      T threads, N pairs each
+//   trace_prog oom N            10 pairs, then 1 MiB allocs made by luma_trace_test_oom_function
+//                               until out of memory (at most N); "oom after K"
 // Exit codes: 0 ok, 1 a CUDA call failed, 2 usage.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,6 +63,14 @@ extern "C" [[gnu::noinline]] CUdeviceptr luma_trace_test_allocating_function(std
   return p;
 }
 
+// The call site the out-of-memory test expects the report's top sites to name (the
+// program is linked with -rdynamic: libluma.so names functions with dladdr).
+extern "C" [[gnu::noinline]] CUresult luma_trace_test_oom_function(CUdeviceptr* p) {
+  const CUresult r = cuMemAlloc_v2(p, 1 << 20);
+  asm volatile("" ::: "memory");
+  return r;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const std::string mode = argv[1];
@@ -74,6 +84,22 @@ int main(int argc, char** argv) {
   } else if (mode == "stacks") {
     std::vector<CUdeviceptr> live;
     for (std::size_t i = 0; i < arg(2); ++i) live.push_back(luma_trace_test_allocating_function(4096));
+    for (CUdeviceptr p : live) check(cuMemFree_v2(p), "cuMemFree_v2");
+  } else if (mode == "oom") {
+    for (std::size_t i = 0; i < 10; ++i) pair(i);
+    std::vector<CUdeviceptr> live;
+    CUresult r = CUDA_SUCCESS;
+    while (live.size() < arg(2)) {
+      CUdeviceptr p = 0;
+      r = luma_trace_test_oom_function(&p);
+      if (r != CUDA_SUCCESS) break;
+      live.push_back(p);
+    }
+    if (r != CUDA_ERROR_OUT_OF_MEMORY) {
+      std::fprintf(stderr, "trace_prog: no out-of-memory error after %zu allocs (%d)\n", live.size(), r);
+      return 1;
+    }
+    say("oom after " + std::to_string(live.size()));
     for (CUdeviceptr p : live) check(cuMemFree_v2(p), "cuMemFree_v2");
   } else if (mode == "fork") {
     CUdeviceptr a = 0;

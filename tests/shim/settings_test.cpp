@@ -25,9 +25,10 @@ TEST(Settings, DefaultsWhenNothingIsSet) {
   EXPECT_TRUE(l.settings.stats_file.empty());
   EXPECT_FALSE(l.settings.disable);
   EXPECT_EQ(l.settings.core.free_sync, core::FreeSync::event);
-  ASSERT_EQ(l.table.size(), 10u);
+  ASSERT_EQ(l.table.size(), 11u);
   EXPECT_EQ(l.settings.trace_python, 32u);
   EXPECT_TRUE(l.settings.plan.empty());
+  EXPECT_TRUE(l.settings.oom_snapshot.empty());
   for (const SettingRow& row : l.table) EXPECT_EQ(row.name.rfind("LUMA_", 0), 0u) << row.name;
 }
 
@@ -98,6 +99,12 @@ TEST(Settings, BlankPlanMeansNoPlan) {
   for (const char* blank : {"", " ", "\t", " \t\n"})
     EXPECT_TRUE(read({{"LUMA_PLAN", blank}}).settings.plan.empty()) << "'" << blank << "'";
   EXPECT_EQ(read({{"LUMA_PLAN", " plan.json"}}).settings.plan, " plan.json");
+}
+
+TEST(Settings, OomSnapshotIsAPatternAndBlankMeansNone) {
+  EXPECT_EQ(read({{"LUMA_OOM_SNAPSHOT", "oom-%p.pickle"}}).settings.oom_snapshot, "oom-%p.pickle");
+  for (const char* blank : {"", " ", " \t\n"})
+    EXPECT_TRUE(read({{"LUMA_OOM_SNAPSHOT", blank}}).settings.oom_snapshot.empty()) << "'" << blank << "'";
 }
 
 }  // namespace

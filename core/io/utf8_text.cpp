@@ -1,8 +1,8 @@
 // utf8_text.cpp - the UTF-8 check of utf8_text.h (Unicode's table 3-7 of well-formed byte
 // sequences: no overlong forms, no surrogates, nothing above U+10FFFF).
-#include "utf8_text.h"
+#include "io/utf8_text.h"
 
-namespace luma::tools {
+namespace luma::core {
 
 namespace {
 
@@ -58,4 +58,4 @@ std::string valid_utf8(std::string_view s) {
   return out;
 }
 
-}  // namespace luma::tools
+}  // namespace luma::core

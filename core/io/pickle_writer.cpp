@@ -1,13 +1,13 @@
 // pickle_writer.cpp - the opcodes, little-endian as pickle defines them (BINFLOAT is the
 // one big-endian field).
-#include "pickle_writer.h"
+#include "io/pickle_writer.h"
 
 #include <bit>
 #include <cstring>
 
-#include "utf8_text.h"
+#include "io/utf8_text.h"
 
-namespace luma::tools {
+namespace luma::core {
 
 namespace {
 constexpr char PROTO = '\x80', EMPTY_DICT = '}', EMPTY_LIST = ']', MARK = '(',
@@ -180,4 +180,4 @@ std::uint32_t PickleWriter::end_list_memoized() {
 
 void PickleWriter::finish() { out_.put(STOP); }
 
-}  // namespace luma::tools
+}  // namespace luma::core

@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace luma::tools {
+namespace luma::core {
 
 class PickleWriter {
  public:
@@ -52,4 +52,4 @@ class PickleWriter {
   std::unordered_map<std::string, std::uint32_t> keys_;
 };
 
-}  // namespace luma::tools
+}  // namespace luma::core

@@ -7,10 +7,10 @@
 #include <string>
 #include <string_view>
 
-namespace luma::tools {
+namespace luma::core {
 
 // `s` with every ill-formed UTF-8 sequence (each maximal invalid subpart, as Unicode
 // recommends) replaced by U+FFFD; valid text is returned unchanged.
 std::string valid_utf8(std::string_view s);
 
-}  // namespace luma::tools
+}  // namespace luma::core
