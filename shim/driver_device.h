@@ -47,10 +47,11 @@ class DriverDevice final : public core::Device {
   // false while a capture is underway in the context (a wait could invalidate it).
   bool fence_wait(core::Fence fence) noexcept override;
   void fence_release(core::Fence fence) noexcept override;
-  // With many streams a fence costs a call per stream: epochs grow with the stream count
-  // so that the calls per free stay few (kEpochBlocksPerStream).
+  // With many streams a fence costs a call per stream, and a record and a query more for
+  // each stream that was not idle: epochs grow with those calls so that the calls per free
+  // stay few (kEpochBlocksPerCall).
   std::size_t fence_batch_blocks() const noexcept override {
-    return kEpochBlocksPerStream * streams_seen_;
+    return kEpochBlocksPerCall * fence_calls_;
   }
 
   CUcontext context() const noexcept { return ctx_; }
@@ -64,10 +65,11 @@ class DriverDevice final : public core::Device {
   std::uint64_t driver_errors() const noexcept { return driver_errors_; }
 
  private:
-  // Blocks per epoch for each non-blocking stream the last fence looked at: a fence costs
-  // about one stream query (idle stream) per stream, so 4 frees per stream make that
-  // 1/4 query per free; 16 streams or fewer keep the default 64 (docs/architecture.md).
-  static constexpr std::size_t kEpochBlocksPerStream = 4;
+  // Blocks per epoch for each driver call the last fence made (a stream query per
+  // non-blocking stream, a record and a query per event): 4 frees per call make a fence
+  // cost a quarter call per free. With up to about 14 idle streams and none busy this is
+  // below the default 64 blocks, which then stays (docs/architecture.md).
+  static constexpr std::size_t kEpochBlocksPerCall = 4;
 
   struct FenceSlot {
     std::vector<CUevent> events;  // one per stream the fence covers that was not idle
@@ -117,7 +119,7 @@ class DriverDevice final : public core::Device {
   std::vector<std::uint32_t> free_slots_;
   std::vector<CUevent> spare_events_;    // pooled: creating an event costs a driver call
   std::uint64_t driver_errors_ = 0;
-  std::size_t streams_seen_ = 0;  // non-blocking streams the last recorded fence looked at
+  std::size_t fence_calls_ = 0;  // driver calls of the last recorded fence (see above)
 };
 
 }  // namespace luma::shim
