@@ -66,10 +66,11 @@ class DriverDevice final : public core::Device {
 
  private:
   // Blocks per epoch for each driver call the last fence made (a stream query per
-  // non-blocking stream, a record and a query per event): 4 frees per call make a fence
-  // cost a quarter call per free. With up to about 14 idle streams and none busy this is
-  // below the default 64 blocks, which then stays (docs/architecture.md).
-  static constexpr std::size_t kEpochBlocksPerCall = 4;
+  // non-blocking stream, a record and a query per event): 8 frees per call make a fence
+  // cost an eighth of a call per free (4 left 16 busy streams at 3x the pair's cost with
+  // none, 8 brought it under 2x: docs/architecture.md). With up to 6 idle streams and none
+  // busy this is below the default 64 blocks, which then stays.
+  static constexpr std::size_t kEpochBlocksPerCall = 8;
 
   struct FenceSlot {
     std::vector<CUevent> events;  // one per stream the fence covers that was not idle

@@ -37,8 +37,10 @@ namespace {
 
 constexpr std::size_t kLive = 8;
 constexpr std::size_t kBlock = 4096;
-constexpr std::size_t kTopUpPairs = 64;
-constexpr std::uint64_t kBusyDelayUs = 100;
+// Few top-ups (their calls are the program's, not luma's), each long enough to keep the
+// stream busy until the next.
+constexpr std::size_t kTopUpPairs = 256;
+constexpr std::uint64_t kBusyDelayUs = 400;
 
 CUcontext primary_context() {
   static CUcontext ctx = [] {

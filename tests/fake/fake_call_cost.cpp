@@ -37,12 +37,21 @@ std::uint64_t read_percent() {
 
 }  // namespace
 
-void pay_call_cost(CostedCall call) {
+static std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+CallCost::CallCost(CostedCall call) noexcept {
   static const std::uint64_t percent = read_percent();
   if (percent == 0) return;
-  const auto ns = std::chrono::nanoseconds(kCostNs[static_cast<int>(call)] * percent / 100);
-  const auto until = std::chrono::steady_clock::now() + ns;
-  while (std::chrono::steady_clock::now() < until) {
+  until_ns_ = now_ns() + static_cast<std::int64_t>(kCostNs[static_cast<int>(call)] * percent / 100);
+}
+
+CallCost::~CallCost() {
+  if (until_ns_ == 0) return;
+  while (now_ns() < until_ns_) {
   }
 }
 

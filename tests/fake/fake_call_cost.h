@@ -22,8 +22,20 @@ enum class CostedCall : std::uint8_t {
 #undef LUMA_FAKE_COST_ENUM
 };
 
-// Spins for the call's cost scaled by LUMA_FAKE_CALL_COST (read once): "realistic" = 100,
-// or a percentage of the table ("50", "200"); unset, empty or "0": returns at once.
-void pay_call_cost(CostedCall call);
+// Makes the call it is declared in last at least the call's cost, scaled by
+// LUMA_FAKE_CALL_COST (read once): "realistic" = 100, or a percentage of the table ("50",
+// "200"); unset, empty or "0": nothing. The stand-in's own work counts towards the cost
+// (the destructor spins only for what is left): its locks and lookups stand for the
+// driver's, so adding them on top would weigh the calls more than a GPU does.
+class CallCost {
+ public:
+  explicit CallCost(CostedCall call) noexcept;
+  ~CallCost();
+  CallCost(const CallCost&) = delete;
+  CallCost& operator=(const CallCost&) = delete;
+
+ private:
+  std::int64_t until_ns_ = 0;  // steady_clock time to spin to; 0: costs nothing
+};
 
 }  // namespace luma::fake

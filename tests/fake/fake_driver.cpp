@@ -417,7 +417,7 @@ CUresult stream_sync(CUstream h, bool ptds) {
 }
 
 CUresult stream_query(CUstream h, bool ptds) {
-  pay_call_cost(CostedCall::stream_query);
+  CallCost cost(CostedCall::stream_query);
   StreamPtr s;
   if (CUresult r = resolve(h, ptds, s)) return r;
   if (CapturePtr cap = capture_of(s)) {  // a capturing stream has no completion to report
@@ -464,7 +464,7 @@ CUresult wait_event(CUstream h, CUevent e, unsigned flags, bool ptds) {
 }
 
 CUresult record(CUevent e, CUstream h, bool ptds) {
-  pay_call_cost(CostedCall::event_record);
+  CallCost cost(CostedCall::event_record);
   if (CUresult r = ready_event_call()) return r;
   StreamPtr s;
   if (CUresult r = resolve(h, ptds, s)) return r;
@@ -994,7 +994,7 @@ CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) {
   return record(event, stream, true);
 }
 CUresult cuEventQuery(CUevent event) {
-  pay_call_cost(CostedCall::event_query);
+  CallCost cost(CostedCall::event_query);
   if (CUresult r = ready_event_call()) return r;
   auto ev = find_event(event);
   if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
