@@ -122,6 +122,7 @@ typedef CUresult (*PFN_cuStreamCreateWithPriority)(CUstream* stream, unsigned in
 typedef CUresult (*PFN_cuStreamDestroy_v2)(CUstream stream);
 typedef CUresult (*PFN_cuStreamSynchronize)(CUstream stream);
 typedef CUresult (*PFN_cuStreamGetFlags)(CUstream stream, unsigned int* flags);
+typedef CUresult (*PFN_cuStreamQuery)(CUstream stream);
 typedef CUresult (*PFN_cuEventCreate)(CUevent* event, unsigned int flags);
 typedef CUresult (*PFN_cuEventRecord)(CUevent event, CUstream stream);
 typedef CUresult (*PFN_cuEventQuery)(CUevent event);

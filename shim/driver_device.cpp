@@ -2,7 +2,9 @@
 // promises that no earlier work still uses the memory once it returns (CUDA Runtime API,
 // cudaFree: "may perform implicit synchronization"); a cache that hands the block out again
 // at once must keep that promise itself. An event recorded on the legacy stream completes
-// after all earlier work of the blocking streams, one per non-blocking stream covers those.
+// after all earlier work of the blocking streams, one per non-blocking stream covers those;
+// a non-blocking stream the driver reports idle (cuStreamQuery: "all operations in the
+// stream have completed") has no earlier work left to cover and gets no event.
 #include "driver_device.h"
 
 #include <algorithm>
@@ -105,6 +107,7 @@ DriverDevice::FenceSlot* DriverDevice::slot(core::Fence fence) noexcept {
 
 bool DriverDevice::record_events(FenceSlot& s) noexcept {
   bool ok = true;
+  std::size_t seen = 0;
   auto record_on = [&](CUstream stream) {
     if (!ok) return;
     CUevent e = take_event();
@@ -116,8 +119,18 @@ bool DriverDevice::record_events(FenceSlot& s) noexcept {
     s.events.push_back(e);
   };
   try {
-    record_on(nullptr);  // the legacy default stream of ctx_
-    streams_.for_each(ctx_, record_on);
+    // The legacy default stream of ctx_, always: its event also stands for the blocking
+    // streams (and per-thread default streams), whose work luma cannot query one by one.
+    record_on(nullptr);
+    streams_.for_each(ctx_, [&](CUstream stream) {
+      ++seen;
+      // Idle now: every operation issued to it so far has completed, so none issued
+      // before the frees can still touch their blocks. Work issued from now on comes
+      // after the frees. Any other answer (not ready, an error) gets an event: a failed
+      // record makes the caller synchronize.
+      if (ok && driver_.stream_query(stream) == CUDA_SUCCESS) return;
+      record_on(stream);
+    });
   } catch (...) {
     ok = false;  // host memory for the pools ran out
   }
@@ -125,6 +138,8 @@ bool DriverDevice::record_events(FenceSlot& s) noexcept {
     for (CUevent e : s.events) spare_events_.push_back(e);
     s.events.clear();
   }
+  s.done = 0;
+  fence_calls_ = seen + 2 * s.events.size();
   return ok;
 }
 
@@ -180,8 +195,10 @@ bool DriverDevice::fence_done(core::Fence fence) noexcept {
       return true;
     }
   }
-  for (CUevent e : s->events) {
-    CUresult r = driver_.event_query(e);
+  // Stops at the first event not done, and starts there next time: the events before it
+  // are not asked again (with many busy streams a poll would otherwise ask them all).
+  for (; s->done < s->events.size(); ++s->done) {
+    CUresult r = driver_.event_query(s->events[s->done]);
     if (r == CUDA_ERROR_NOT_READY) return false;
     if (r != CUDA_SUCCESS) {
       // The driver lost the event (context torn down?): wait for everything instead.
@@ -197,8 +214,8 @@ bool DriverDevice::fence_wait(core::Fence fence) noexcept {
   if (s == nullptr) return true;
   if (capture_underway()) return false;
   if (s->deferred && fence_done(fence)) return true;  // records it now
-  for (CUevent e : s->events) {
-    if (driver_.event_synchronize(e) != CUDA_SUCCESS) {
+  for (; s->done < s->events.size(); ++s->done) {
+    if (driver_.event_synchronize(s->events[s->done]) != CUDA_SUCCESS) {
       synchronize();
       return true;
     }
@@ -207,7 +224,10 @@ bool DriverDevice::fence_wait(core::Fence fence) noexcept {
 }
 
 void DriverDevice::forget_events() noexcept {
-  for (FenceSlot& s : slots_) s.events.clear();
+  for (FenceSlot& s : slots_) {
+    s.events.clear();
+    s.done = 0;
+  }
   spare_events_.clear();
 }
 
@@ -217,6 +237,7 @@ void DriverDevice::fence_release(core::Fence fence) noexcept {
   try {
     for (CUevent e : s->events) spare_events_.push_back(e);
     s->events.clear();
+    s->done = 0;
     s->deferred = false;
     free_slots_.push_back(static_cast<std::uint32_t>(fence - 1));
   } catch (...) {

@@ -1,7 +1,8 @@
 // driver_device.h - core::Device over the real driver, for one context: segments are real
 // cuMemAlloc_v2 allocations made in that context, fences are pooled events recorded on the
-// legacy stream and on every live non-blocking stream of the context (free_sync:event),
-// or nothing (free_sync:none), or a cuCtxSynchronize at free time (free_sync:device).
+// legacy stream and on every live non-blocking stream of the context that is not idle
+// (free_sync:event), or nothing (free_sync:none), or a cuCtxSynchronize at free time
+// (free_sync:device). docs/architecture.md, "Fences with many streams", has the design.
 //
 // Called only with the owning allocator's lock held (core/allocator/device.h), so it keeps its pools
 // without a lock of its own. Must never call luma's hooks, never throw, and never report a
@@ -46,6 +47,12 @@ class DriverDevice final : public core::Device {
   // false while a capture is underway in the context (a wait could invalidate it).
   bool fence_wait(core::Fence fence) noexcept override;
   void fence_release(core::Fence fence) noexcept override;
+  // With many streams a fence costs a call per stream, and a record and a query more for
+  // each stream that was not idle: epochs grow with those calls so that the calls per free
+  // stay few (kEpochBlocksPerCall).
+  std::size_t fence_batch_blocks() const noexcept override {
+    return kEpochBlocksPerCall * fence_calls_;
+  }
 
   CUcontext context() const noexcept { return ctx_; }
   // The context is destroyed and its events with it: forget them without a driver call.
@@ -58,8 +65,17 @@ class DriverDevice final : public core::Device {
   std::uint64_t driver_errors() const noexcept { return driver_errors_; }
 
  private:
+  // Blocks per epoch for each driver call the last fence made (a stream query per
+  // non-blocking stream, a record and a query per event): 8 frees per call make a fence
+  // cost an eighth of a call per free (4 left 16 busy streams at 3x the pair's cost with
+  // none, 8 brought it under 2x: docs/architecture.md). With up to 6 idle streams and none
+  // busy this is below the default 64 blocks, which then stays.
+  static constexpr std::size_t kEpochBlocksPerCall = 8;
+
   struct FenceSlot {
-    std::vector<CUevent> events;  // one per stream the fence covers
+    std::vector<CUevent> events;  // one per stream the fence covers that was not idle
+    // events[0, done) were seen complete: a poll goes on from the first one not seen so.
+    std::uint32_t done = 0;
     // Asked for while a capture was underway in the context: nothing recorded yet (an
     // event on a capturing stream would join the graph, the legacy stream may be
     // unusable); recorded once no capture is underway, and only then possibly done.
@@ -86,8 +102,8 @@ class DriverDevice final : public core::Device {
   // Whether a capture is underway in this context: luma then records, queries and
   // synchronizes nothing there, and releases no segment.
   bool capture_underway() const noexcept { return captures_.any() && captures_.any_in(ctx_); }
-  // Records the slot's events on the legacy stream and every tracked stream; false (and
-  // nothing kept) when one could not be recorded.
+  // Records the slot's events on the legacy stream and on every tracked stream that the
+  // driver does not report idle; false (and nothing kept) when one could not be recorded.
   bool record_events(FenceSlot& s) noexcept;
   bool exported(const void* base) noexcept;
   void synchronize() noexcept;
@@ -104,6 +120,7 @@ class DriverDevice final : public core::Device {
   std::vector<std::uint32_t> free_slots_;
   std::vector<CUevent> spare_events_;    // pooled: creating an event costs a driver call
   std::uint64_t driver_errors_ = 0;
+  std::size_t fence_calls_ = 0;  // driver calls of the last recorded fence (see above)
 };
 
 }  // namespace luma::shim

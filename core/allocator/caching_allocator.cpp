@@ -123,7 +123,9 @@ struct CachingAllocator::Impl {
   const int device_index;
   const AllocatorOptions opt;
   const FenceMode fence_mode;
-  const std::size_t epoch_max_blocks;
+  // opt.epoch_max_blocks, raised to the device's fence_batch_blocks() (asked after each
+  // fence: a context's streams come and go), capped by Epoch::kCapacity.
+  std::size_t epoch_max_blocks;
   const std::size_t align_mask = opt.alignment - 1;  // a power of two (sanitize)
   const unsigned unit_shift = static_cast<unsigned>(std::countr_zero(opt.alignment));
   mutable AllocatorLock mu;
@@ -278,6 +280,12 @@ struct CachingAllocator::Impl {
       for (std::size_t p = 0; p < kPools; ++p) closed_blocks[p] += open_epoch.per_pool[p];
     // (Closed::stranded: its blocks stay pending for good, never reused: fence_queue.h.)
     reset_open_epoch();
+    if (fence_mode == FenceMode::batched) epoch_max_blocks = epoch_blocks(dev.fence_batch_blocks());
+  }
+
+  // How many blocks the next epoch may list, given the device's wish (device.h).
+  std::size_t epoch_blocks(std::size_t device_wish) const noexcept {
+    return std::clamp<std::size_t>(std::max(opt.epoch_max_blocks, device_wish), 1, Epoch::kCapacity);
   }
 
   void reset_open_epoch() noexcept {

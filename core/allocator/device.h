@@ -25,6 +25,11 @@
 //   stream idle, or the implementation synchronized). fence_done() polls without
 //   blocking; fence_wait() blocks until done and returns true; fence_release() gives the
 //   token back. Each token is released exactly once.
+//   fence_batch_blocks(): how many frees one batched fence should cover at least, for a
+//   device whose fence costs grow (one driver call per stream of the context, say): the
+//   allocator closes its epochs at max(epoch_max_blocks, this) blocks, capped by what an
+//   epoch can list, and still at epoch_max_bytes, so the memory that pending frees hold
+//   stays bounded by bytes as before. Asked after each recorded fence; 0: no opinion.
 //   A device may be unable to wait at some moment (a stream capture is underway on the
 //   calling thread: a blocking wait or synchronization would invalidate the capture, or
 //   deadlock): fence_wait() then returns false at once and the fence stays not done; a
@@ -69,6 +74,7 @@ class Device {
   virtual bool fence_done(Fence) noexcept { return true; }
   virtual bool fence_wait(Fence) noexcept { return true; }  // false: cannot wait now
   virtual void fence_release(Fence) noexcept {}
+  virtual std::size_t fence_batch_blocks() const noexcept { return 0; }
 };
 
 }  // namespace luma::core

@@ -6,6 +6,7 @@
 // records at once instead), and never allocates.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -16,8 +17,25 @@
 namespace luma::core {
 
 struct Epoch {
-  // Most blocks one epoch holds (AllocatorOptions::epoch_max_blocks is capped to it).
-  static constexpr std::size_t kCapacity = 64;
+  // Most blocks one epoch holds (AllocatorOptions::epoch_max_blocks and the device's
+  // fence_batch_blocks() are capped to it). 1024: a context with hundreds of streams
+  // needs epochs that large for its fences to cost little per free (docs/architecture.md,
+  // "Fences with many streams"); the default epoch stays at 64 blocks.
+  static constexpr std::size_t kCapacity = 1024;
+
+  Epoch() = default;
+  // Copies only the listed blocks: the fence queue copies an epoch at every close, and most
+  // epochs list 64 blocks or fewer of the 1024 they could.
+  Epoch(const Epoch& o) noexcept { *this = o; }
+  Epoch& operator=(const Epoch& o) noexcept {
+    if (this == &o) return *this;
+    std::copy_n(o.blocks.begin(), o.count, blocks.begin());
+    count = o.count;
+    per_pool = o.per_pool;
+    bytes = o.bytes;
+    fence = o.fence;
+    return *this;
+  }
 
   std::array<Block*, kCapacity> blocks;  // [0, count) are set
   std::uint32_t count = 0;

@@ -197,6 +197,32 @@ TEST_F(FenceTest, AnEpochNeverHoldsMoreThanItsCapacity) {
   LUMA_EXPECT_CLEAN(a);
 }
 
+// Issue #20: a device whose fences cost a driver call per stream asks for larger epochs;
+// from the first fence on, one fence covers that many frees (up to an epoch's capacity),
+// and the byte bound still closes an epoch early.
+TEST_F(FenceTest, EpochsFollowTheDevicesWishAfterTheFirstFence) {
+  dev.set_fence_batch_blocks(300);
+  CachingAllocator a(dev, 0);  // the default: 64 blocks, 256 MiB
+  std::vector<void*> v;
+  for (std::size_t i = 0; i < 64 + 300 + 1; ++i) v.push_back(must_alloc(a, 4096));
+  for (std::size_t i = 0; i < 64; ++i) ASSERT_EQ(a.free(v[i]), FreeStatus::ok);
+  EXPECT_EQ(dev.fences_recorded(), 1u);  // the first epoch: the default 64
+  for (std::size_t i = 64; i < 64 + 299; ++i) ASSERT_EQ(a.free(v[i]), FreeStatus::ok);
+  EXPECT_EQ(dev.fences_recorded(), 1u);  // 299 of the 300 the device asked for
+  ASSERT_EQ(a.free(v[64 + 299]), FreeStatus::ok);
+  EXPECT_EQ(dev.fences_recorded(), 2u);
+  void* big = must_alloc(a, 256 * MiB);
+  ASSERT_EQ(a.free(v.back()), FreeStatus::ok);
+  ASSERT_EQ(a.free(big), FreeStatus::ok);  // 2 blocks, but 256 MiB: closed at once
+  EXPECT_EQ(dev.fences_recorded(), 3u);
+  dev.set_fence_batch_blocks(100'000);  // more than an epoch lists: capped
+  std::vector<void*> w;
+  for (std::size_t i = 0; i < Epoch::kCapacity; ++i) w.push_back(must_alloc(a, 4096));
+  for (void* p : w) ASSERT_EQ(a.free(p), FreeStatus::ok);
+  EXPECT_EQ(dev.fences_recorded(), 4u);  // asked after fence 3: full at kCapacity
+  LUMA_EXPECT_CLEAN(a);
+}
+
 TEST_F(FenceTest, APendingBlockIsNoLiveBlockForAddressQueries) {
   CachingAllocator a(dev, 0);
   void* p = must_alloc(a, 4096);

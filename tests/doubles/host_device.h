@@ -102,6 +102,10 @@ class HostDevice final : public Device {
     waited_.push_back(f);
     return true;
   }
+  std::size_t fence_batch_blocks() const noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return batch_blocks_;
+  }
   void fence_release(Fence f) noexcept override {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = fences_.find(f);
@@ -122,6 +126,8 @@ class HostDevice final : public Device {
     fail_code_ = code;
   }
   void set_fail_releases(bool fail) { std::lock_guard<std::mutex> l(mu_); fail_releases_ = fail; }
+  // What fence_batch_blocks() answers (the frees one fence should cover; 0: no opinion).
+  void set_fence_batch_blocks(std::size_t n) { std::lock_guard<std::mutex> l(mu_); batch_blocks_ = n; }
   // When enabled, freed blocks get fences (batched into epochs unless set_fence_mode says
   // per_free) that stay pending until complete_fence. Set before making the allocator:
   // it reads fence_mode() once.
@@ -188,6 +194,7 @@ class HostDevice final : public Device {
   std::uint64_t refused_waits_ = 0;
   FenceMode mode_ = FenceMode::batched;
   std::uint64_t record_calls_ = 0;
+  std::size_t batch_blocks_ = 0;
   std::uint64_t poll_calls_ = 0;
   Fence next_fence_ = 1;
   std::map<Fence, FenceState> fences_;

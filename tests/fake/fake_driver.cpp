@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "fake_call_cost.h"
 #include "fake_capture.h"
 #include "fake_state.h"
 
@@ -420,6 +421,7 @@ CUresult stream_sync(CUstream h, bool ptds) {
 }
 
 CUresult stream_query(CUstream h, bool ptds) {
+  CallCost cost(CostedCall::stream_query);
   StreamPtr s;
   if (CUresult r = resolve(h, ptds, s)) return r;
   if (CapturePtr cap = capture_of(s)) {  // a capturing stream has no completion to report
@@ -466,6 +468,7 @@ CUresult wait_event(CUstream h, CUevent e, unsigned flags, bool ptds) {
 }
 
 CUresult record(CUevent e, CUstream h, bool ptds) {
+  CallCost cost(CostedCall::event_record);
   if (CUresult r = ready_event_call()) return r;
   StreamPtr s;
   if (CUresult r = resolve(h, ptds, s)) return r;
@@ -995,6 +998,7 @@ CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) {
   return record(event, stream, true);
 }
 CUresult cuEventQuery(CUevent event) {
+  CallCost cost(CostedCall::event_query);
   if (CUresult r = ready_event_call()) return r;
   auto ev = find_event(event);
   if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;

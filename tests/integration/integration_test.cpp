@@ -184,6 +184,25 @@ TEST_P(EveryKind, HazardCleanWithTheDefaultPolicy) {
   EXPECT_NE(r.result.out.find("hazard: CLEAN"), std::string::npos) << r.result.out;
 }
 
+// Issue #20: with many streams luma records no fence event on a stream the driver reports
+// idle. A slow write queued on one of 64 streams (idle at the fence before) must still
+// keep its block from reuse; without fences the same program is corrupted.
+TEST_P(EveryKind, HazardCleanWithManyStreams) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"hazard-streams", "64"}, {{"LUMA_FAKE_DELAY_US", "20000"}});
+  EXPECT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_NE(r.result.out.find("hazard-streams: Z reuses Y"), std::string::npos) << r.result.out;
+  EXPECT_NE(r.result.out.find("hazard-streams: CLEAN"), std::string::npos) << r.result.out;
+}
+
+TEST_P(EveryKind, HazardWithManyStreamsCorruptsWithFreeSyncNone) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"hazard-streams", "64"},
+                             {{"LUMA_CONF", "free_sync:none"}, {"LUMA_FAKE_DELAY_US", "20000"}});
+  EXPECT_EQ(r.result.exit_code, 3) << describe(r.result);
+  EXPECT_NE(r.result.out.find("CORRUPTED"), std::string::npos) << r.result.out;
+}
+
 TEST_P(EveryKind, HazardCleanWithFreeSyncDevice) {
   REQUIRE_PROGRAMS();
   LumaRun r = run_under_luma(GetParam(), {"hazard"},
