@@ -189,6 +189,26 @@ def latency(w, failures, misses):
     return rows
 
 
+# What the stand-in assumes for the calls of luma's fences (tests/fake/README.md, "Call
+# costs"); the GPU's figures replace them.
+FENCE_COST_ASSUMED_NS = {"cuEventRecord": 1000, "cuEventQuery": 300, "cuStreamQuery": 300}
+
+
+def fence_costs(w, failures):
+    """Rows of gpu_fence_costs: call, stream state, median ns, and the stand-in's figure."""
+    rows = []
+    for ln in (w.text("fence-costs.out") or "").splitlines():
+        f = ln.split()
+        if len(f) == 5 and f[0] in FENCE_COST_ASSUMED_NS:
+            rows.append(f"| {f[0]} | {f[1]} | {float(f[2]):,.0f} ns | {float(f[3]):,.0f} - "
+                        f"{float(f[4]):,.0f} ns | {FENCE_COST_ASSUMED_NS[f[0]]:,} ns |")
+    if not rows:
+        failures.append(f"fence-costs: nothing measured (exit {rc_text(w.rc('fence-costs'))})")
+        return []
+    return ["| call | stream | median | p10 - p90 | the stand-in assumes |",
+            "|---|---|---:|---:|---:|"] + rows
+
+
 def torch_section(w, failures, misses):
     res = {k: w.json(f"torch-{k}.json") for k, _ in TORCH_RUNS}
     stats = {k: luma_device(w.json(f"torch-{k}.stats.json")) for k in ("luma", "trace")}
@@ -342,6 +362,10 @@ def main(argv):
         md += ["", "## 2. Latency: one cudaMalloc+cudaFree pair (median ns, after warm-up)", "",
                "`gpu_latency`: nvcc static runtime; the same binary plain and under luma."
                " Up to 1 MiB, 16 pairs per timed sample.", ""] + lat_rows
+        fc_rows = fence_costs(w, failures)
+        if fc_rows:
+            md += ["", "The driver calls of luma's fences (`gpu_fence_costs`, timing-free events, "
+                   "a kernel running on the busy stream):", ""] + fc_rows
     if "torch" in stages:
         t_rows, t_notes = torch_section(w, failures, misses)
         md += ["", "## 3. PyTorch: tests/gpu/torch_train.py (4-layer transformer, batch and "
