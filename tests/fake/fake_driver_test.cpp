@@ -270,6 +270,37 @@ TEST_F(FakeDriver, UnrecordedEventIsComplete) {
   EXPECT_EQ(cuEventDestroy_v2(e), CUDA_SUCCESS);
 }
 
+// An event recorded on a stream with nothing queued (and, on the legacy stream, no blocking
+// stream's work before it) is complete at once, as a GPU reaches it within microseconds;
+// behind queued work it completes in FIFO order, after that work.
+TEST_F(FakeDriver, AnEventOnAnIdleStreamIsCompleteAtOnce) {
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&p, 4096), CUDA_SUCCESS);
+  CUstream s = nullptr, blocking = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&blocking, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+  CUevent e = nullptr;
+  ASSERT_EQ(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  luma_fake_set_gate_open(0);  // no asynchronous operation starts: only markers complete
+  ASSERT_EQ(cuEventRecord(e, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(e), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(e, LUMA_CU_STREAM_LEGACY), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(e), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8Async(p, 1, 4096, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(e, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(e), CUDA_ERROR_NOT_READY);  // behind the memset
+  ASSERT_EQ(cuMemsetD8Async(p, 2, 4096, blocking), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(e, LUMA_CU_STREAM_LEGACY), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(e), CUDA_ERROR_NOT_READY);  // waits for the blocking stream
+  luma_fake_set_gate_open(1);
+  EXPECT_EQ(cuEventSynchronize(e), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventDestroy_v2(e), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(blocking), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+}
+
 TEST_F(FakeDriver, MemFreeWaitsForQueuedWork) {
   luma_fake_set_delay_us(20000);
   CUstream s = nullptr;
