@@ -71,6 +71,12 @@ void on_forwarded_call(State& s, ForwardedPath path, ForwardedCall call) noexcep
   s.recorder.record_forwarded(s.driver, call);
 }
 
+void on_host_cache_call(State& s, ForwardedCall call) noexcept {
+  if (!s.serves() || !s.recorder.wanted()) return;
+  call.path = "pinned_host_cache";
+  s.recorder.record_forwarded(s.driver, call);
+}
+
 void on_mem_alloc_from_pool_async(State& s, CUdeviceptr* dptr, std::size_t bytes, CUmemoryPool,
                                   CUstream stream) noexcept {
   on_forwarded_call(s, ForwardedPath::stream_ordered,

@@ -19,6 +19,12 @@ namespace luma::shim {
 // like the served calls (with caching off luma is not there to report).
 void on_forwarded_call(State& s, ForwardedPath path, core::trace::ForwardedCall call) noexcept;
 
+// A pinned host call the host cache served (host_cache_serve.cpp): recorded in the trace
+// as a forwarded_call record under the path "pinned_host_cache", so that a program's pinned
+// memory is in its trace whoever served it; not counted as forwarded (the exit statistics
+// have the host cache's own section).
+void on_host_cache_call(State& s, core::trace::ForwardedCall call) noexcept;
+
 // The observers of the pool, managed and virtual memory hooks.
 void on_mem_alloc_managed(State& s, CUdeviceptr* dptr, std::size_t bytes, unsigned flags) noexcept;
 void on_mem_alloc_from_pool_async(State& s, CUdeviceptr* dptr, std::size_t bytes,

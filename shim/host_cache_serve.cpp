@@ -5,6 +5,8 @@
 // pointer luma did not hand out).
 #include "serve.h"
 
+#include "forwarded_calls.h"
+
 namespace luma::shim {
 namespace {
 
@@ -20,7 +22,17 @@ CUresult host_alloc(State& s, void** pp, std::size_t bytes, unsigned flags, core
                     Real real) {
   if (s.host_cache != nullptr) {
     if (CUcontext ctx = serving_context(s)) {
-      if (auto r = s.host_cache->allocate(pp, bytes, flags, ctx, real)) return *r;
+      if (auto r = s.host_cache->allocate(pp, bytes, flags, ctx, real)) {
+        if (*r == CUDA_SUCCESS) {
+          core::trace::ForwardedCall call;
+          call.op = core::trace::ForwardedOp::alloc;
+          call.entry = entry;
+          call.address = reinterpret_cast<std::uint64_t>(*pp);
+          call.bytes = bytes;
+          on_host_cache_call(s, call);
+        }
+        return *r;
+      }
     }
   }
   const CUresult r = real(pp, bytes);
@@ -52,7 +64,16 @@ CUresult serve_mem_free_host(State& s, void* p) {
       current_context_entry(s);
     } catch (...) {
     }
-    if (auto r = s.host_cache->free(p)) return *r;
+    if (auto r = s.host_cache->free(p)) {
+      if (*r == CUDA_SUCCESS) {
+        core::trace::ForwardedCall call;
+        call.op = core::trace::ForwardedOp::free;
+        call.entry = core::trace::ForwardedEntry::cuMemFreeHost;
+        call.address = reinterpret_cast<std::uint64_t>(p);
+        on_host_cache_call(s, call);
+      }
+      return *r;
+    }
   }
   const CUresult r = s.driver.mem_free_host(p);
   if (r == CUDA_SUCCESS && p != nullptr)

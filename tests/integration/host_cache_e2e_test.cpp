@@ -16,6 +16,7 @@
 
 #include "cuda_abi.h"
 #include "subprocess.h"
+#include "trace/trace_reader.h"
 
 namespace luma::integration {
 namespace {
@@ -82,6 +83,38 @@ TEST(HostCache, BlocksAreReusedAfterAFreeWhereTheStandInAllocatesEachTime) {
     if (p["path"].get<std::string>().rfind("pinned host", 0) == 0) {
       EXPECT_EQ(p["alloc_calls"], 0) << p.dump();
     }
+}
+
+// Pinned memory the cache serves is in the trace too (forwarded_call records under the
+// path "pinned_host_cache"), so a program whose only allocations are pinned host memory
+// gets a trace; those the cache leaves to the driver keep their own path.
+TEST(HostCache, CallsTheCacheServesAreRecordedInTheTrace) {
+  const std::string dir = temp_dir();
+  const std::string trace = dir + "/h.trace";
+  ProgRun r = run_prog({"reuse", "5"}, true, {{"LUMA_TRACE", trace}});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  core::TraceReader reader(trace);
+  std::map<std::string, int> calls;
+  std::uint64_t bytes = 0;
+  reader.set_forwarded_handler([&](const core::trace::ForwardedCall& c) {
+    ++calls[std::string(core::trace::forwarded_entry_name(c.entry)) + "/" + std::string(c.path)];
+    if (c.op == core::trace::ForwardedOp::alloc) {
+      bytes += c.bytes;
+      EXPECT_NE(c.address, 0u);
+    }
+  });
+  reader.read({});
+  int host_allocs = 0;
+  for (const auto& [k, n] : calls)
+    if (k.rfind("cuMemHostAlloc/", 0) == 0 || k.rfind("cuMemAllocHost/", 0) == 0) {
+      EXPECT_EQ(k.substr(k.find('/') + 1), "pinned_host_cache") << k;
+      host_allocs += n;
+    }
+  EXPECT_EQ(host_allocs, 5);
+  EXPECT_EQ(calls["cuMemFreeHost/pinned_host_cache"], 5);
+  EXPECT_EQ(bytes, 5u * ((1u << 20) + 1)) << "the bytes asked for";
+  std::remove(trace.c_str());
+  rmdir(dir.c_str());
 }
 
 TEST(HostCache, OffSwitchForwardsEveryCall) {
