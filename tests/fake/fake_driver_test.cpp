@@ -274,8 +274,10 @@ TEST_F(FakeDriver, UnrecordedEventIsComplete) {
 // stream's work before it) is complete at once, as a GPU reaches it within microseconds;
 // behind queued work it completes in FIFO order, after that work.
 TEST_F(FakeDriver, AnEventOnAnIdleStreamIsCompleteAtOnce) {
-  CUdeviceptr p = 0;
+  // One buffer per stream: the two memsets below may run at once (as on a GPU).
+  CUdeviceptr p = 0, q = 0;
   ASSERT_EQ(cuMemAlloc_v2(&p, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc_v2(&q, 4096), CUDA_SUCCESS);
   CUstream s = nullptr, blocking = nullptr;
   ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamCreate(&blocking, CU_STREAM_DEFAULT), CUDA_SUCCESS);
@@ -289,7 +291,7 @@ TEST_F(FakeDriver, AnEventOnAnIdleStreamIsCompleteAtOnce) {
   ASSERT_EQ(cuMemsetD8Async(p, 1, 4096, s), CUDA_SUCCESS);
   ASSERT_EQ(cuEventRecord(e, s), CUDA_SUCCESS);
   EXPECT_EQ(cuEventQuery(e), CUDA_ERROR_NOT_READY);  // behind the memset
-  ASSERT_EQ(cuMemsetD8Async(p, 2, 4096, blocking), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8Async(q, 2, 4096, blocking), CUDA_SUCCESS);
   ASSERT_EQ(cuEventRecord(e, LUMA_CU_STREAM_LEGACY), CUDA_SUCCESS);
   EXPECT_EQ(cuEventQuery(e), CUDA_ERROR_NOT_READY);  // waits for the blocking stream
   luma_fake_set_gate_open(1);
@@ -299,6 +301,7 @@ TEST_F(FakeDriver, AnEventOnAnIdleStreamIsCompleteAtOnce) {
   EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
   EXPECT_EQ(cuStreamDestroy_v2(blocking), CUDA_SUCCESS);
   EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(q), CUDA_SUCCESS);
 }
 
 TEST_F(FakeDriver, MemFreeWaitsForQueuedWork) {
