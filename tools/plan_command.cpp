@@ -201,9 +201,16 @@ void run_plan(const PlanOptions& o) {
     const std::uint64_t run_lower_bound = core::lower_bound_bytes(bare);
     // Fence slack: the one asked for, or (auto) the largest up to kMaxAutoFenceSlack whose
     // arena stays within kFenceSlackArenaBudget of the run's own lower bound; else none.
+    // Auto, when no L fits for every free: each L again, selectively, only for the frees
+    // where it costs no live bytes above the run's peak (fence_slack.h).
     bool planned = false;
-    for (std::uint64_t slack = max_slack; slack > 0 && !planned; --slack) {
-      dp.lifetimes = core::with_fence_slack(bare, slack);
+    std::uint64_t kept = 0;
+    for (std::uint64_t attempt = 0; attempt < (auto_slack ? 2 : 1) * max_slack && !planned; ++attempt) {
+      const std::uint64_t slack = max_slack - attempt % max_slack;
+      const bool selective = attempt >= max_slack;
+      dp.lifetimes = selective ? core::with_selective_fence_slack(bare, slack, &kept)
+                               : core::with_fence_slack(bare, slack);
+      if (selective && kept == 0) continue;  // the plain plan below, then
       dp.requested = requested_of_device(input, d);
       dp.periodic.reset();
       if (o.periodic) {
@@ -214,7 +221,7 @@ void run_plan(const PlanOptions& o) {
       if (auto_slack && static_cast<double>(dp.report.chosen.arena) >
                             core::planner::kFenceSlackArenaBudget * static_cast<double>(run_lower_bound))
         continue;
-      dp.fence_slack = core::FenceSlackLayout{slack, run_lower_bound};
+      dp.fence_slack = core::FenceSlackLayout{slack, run_lower_bound, selective};
       planned = true;
     }
     if (!planned) {
@@ -231,8 +238,10 @@ void run_plan(const PlanOptions& o) {
                  core::format_bytes(dp.periodic->boundary_bytes));
     print_table(o.input, dp);
     if (dp.fence_slack)
-      fmt::print("  fence-aware: freed bytes kept {} allocations; the run's own lower bound is {} B, arena {:.4f} x that\n",
-                 dp.fence_slack->allocations, run_lower_bound, arena_ratio(dp.report.chosen.arena, run_lower_bound));
+      fmt::print("  fence-aware: freed bytes kept {} allocations{}; the run's own lower bound is {} B, arena {:.4f} x that\n",
+                 dp.fence_slack->allocations,
+                 dp.fence_slack->selective ? fmt::format(" where that costs no peak bytes ({} frees)", kept) : "",
+                 run_lower_bound, arena_ratio(dp.report.chosen.arena, run_lower_bound));
     else if (fence_aware)
       fmt::print("  fence-aware: no slack of 1..{} allocations keeps the arena within {:.2f} x the lower bound; "
                  "planned without\n", max_slack, core::planner::kFenceSlackArenaBudget);

@@ -39,6 +39,53 @@ std::vector<Lifetime> with_fence_slack(std::vector<Lifetime> lifetimes, std::uin
   return lifetimes;
 }
 
+std::vector<Lifetime> with_selective_fence_slack(std::vector<Lifetime> lifetimes, std::uint64_t slack,
+                                                 std::uint64_t* kept) {
+  if (kept != nullptr) *kept = 0;
+  if (slack == 0) return lifetimes;
+  std::map<int, std::vector<std::size_t>> by_device;
+  for (std::size_t i = 0; i < lifetimes.size(); ++i) by_device[lifetimes[i].device].push_back(i);
+  for (const auto& [device, members] : by_device) {
+    // The device's allocations in time order (ties in input order), and its frees.
+    std::vector<std::size_t> allocs = members, frees = members;
+    std::stable_sort(allocs.begin(), allocs.end(),
+                     [&](std::size_t a, std::size_t b) { return lifetimes[a].lower < lifetimes[b].lower; });
+    std::stable_sort(frees.begin(), frees.end(),
+                     [&](std::size_t a, std::size_t b) { return lifetimes[a].upper < lifetimes[b].upper; });
+    const std::size_t n = allocs.size();
+    std::vector<std::uint64_t> lowers(n);
+    for (std::size_t k = 0; k < n; ++k) lowers[k] = lifetimes[allocs[k]].lower;
+    // held[k]: bytes live just before allocation k (frees at its instant come first);
+    // live[k]: with allocation k itself. Live bytes peak at allocations.
+    std::vector<std::uint64_t> held(n), live(n);
+    std::uint64_t bytes = 0, peak = 0;
+    for (std::size_t k = 0, f = 0; k < n; ++k) {
+      for (; f < frees.size() && lifetimes[frees[f]].upper <= lowers[k]; ++f) bytes -= lifetimes[frees[f]].size;
+      held[k] = bytes;
+      bytes += lifetimes[allocs[k]].size;
+      live[k] = bytes;
+      peak = std::max(peak, bytes);
+    }
+    std::uint64_t quiet = std::numeric_limits<std::uint64_t>::max();
+    for (std::size_t k = n / 2; k < n; ++k) quiet = std::min(quiet, held[k]);
+    std::vector<std::uint64_t> extra(n, 0);  // bytes kept across allocation k so far
+    for (const std::size_t i : frees) {
+      Lifetime& l = lifetimes[i];
+      // j: the first allocation at or after the free; none (freed after the device's last
+      // allocation, or never): nothing to keep. Kept over the longest prefix of its
+      // window that fits, up to `slack` allocations.
+      const auto j = static_cast<std::size_t>(std::lower_bound(lowers.begin(), lowers.end(), l.upper) - lowers.begin());
+      std::size_t end = j;
+      while (end < n && end - j < slack && held[end] > quiet && live[end] + extra[end] + l.size <= peak) ++end;
+      if (end == j) continue;
+      for (std::size_t k = j; k < end; ++k) extra[k] += l.size;
+      l.upper = end < n ? lowers[end] : std::max(l.upper, lowers.back() + 1);
+      if (kept != nullptr) ++*kept;
+    }
+  }
+  return lifetimes;
+}
+
 std::uint64_t min_reuse_gap(const std::vector<Lifetime>& lifetimes, const std::vector<std::uint64_t>& offsets) {
   const std::size_t n = lifetimes.size();
   std::vector<std::size_t> order(n);

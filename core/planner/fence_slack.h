@@ -23,6 +23,24 @@ namespace luma::core {
 // fewer). A lifetime live to the end keeps its upper. Order, ids and sizes are kept.
 std::vector<Lifetime> with_fence_slack(std::vector<Lifetime> lifetimes, std::uint64_t slack);
 
+// Selective slack, for loops where giving every free the slack costs more arena than
+// the budget allows (a step that frees everything and starts with a large allocation):
+// a free gets the slack only where keeping its bytes costs no live bytes above the run's
+// own peak and crosses no quiet point. Frees are taken in time order; a free is kept over
+// the allocations of its window (as with_fence_slack would keep it) when
+//   - at each of those allocations, the bytes live with every slack granted so far stay
+//     at most the peak live bytes of the input (its lower bound), and
+//   - none of those allocations comes at a quiet point: when no more bytes are held than
+//     the fewest held at any allocation of the second half of the device's allocations
+//     (a loop's steady low, such as the start of a training step, after the warm-up).
+//     Keeping bytes there is what costs a step's worth of arena, and it is where a
+//     periodic plan cuts its period (periodic.h): a kept free across it would be live
+//     across the cut and planned over the whole window.
+// Otherwise the free keeps its upper (replay then fences it at the next allocation).
+// `kept` (optional) receives how many frees got the slack.
+std::vector<Lifetime> with_selective_fence_slack(std::vector<Lifetime> lifetimes, std::uint64_t slack,
+                                                 std::uint64_t* kept = nullptr);
+
 // The smallest gap, in allocations of its device, between a free and the first allocation
 // placed on any of the freed bytes (counted from the first allocation after the free: 0 =
 // that very allocation reuses them), over all buffers of `lifetimes` placed at `offsets`

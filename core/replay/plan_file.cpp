@@ -204,6 +204,10 @@ DevicePlanFile read_device(const Json& j, const Where& at) {
     FenceSlackLayout l;
     l.allocations = uint_field(*f, "allocations", w);
     if (const Json* v = optional_member(*f, "run_lower_bound")) l.run_lower_bound = as_uint(*v, w["run_lower_bound"]);
+    if (const Json* v = optional_member(*f, "selective")) {
+      if (!v->is_boolean()) w["selective"].fail(fmt::format("must be true or false, not {}", type_name(*v)));
+      l.selective = v->get<bool>();
+    }
     d.fence_slack = l;
   }
   return d;
@@ -332,6 +336,7 @@ std::string format_plan_file(const PlanFile& plan) {
       const FenceSlackLayout& l = *d.fence_slack;
       dev["fence_slack"] = {{"allocations", l.allocations},
                             {"run_lower_bound", l.run_lower_bound},
+                            {"selective", l.selective},
                             {"arena_over_run_lower_bound", arena_over_lower_bound(d.arena, l.run_lower_bound)}};
     }
     auto& allocs = dev["allocations"] = OrderedJson::array();

@@ -56,6 +56,8 @@ struct FenceSlackLayout {
   std::uint64_t allocations = 0;        // the slack L
   std::uint64_t run_lower_bound = 0;    // peak live bytes of the run itself (no slack): the
                                         // arena's true lower bound, which slack costs above
+  bool selective = false;               // only some frees got the slack (fence_slack.h,
+                                        // with_selective_fence_slack); replay is the same
 };
 
 struct StrategyResult {

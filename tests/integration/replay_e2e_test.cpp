@@ -342,6 +342,45 @@ TEST(PlanReplay, APeriodicPlanServesTenTimesTheCapturedSteps) {
             c.stats["devices"][0]["peak_reserved_bytes"].get<std::uint64_t>());
 }
 
+// The two-stream loop (prog train-streams): no slack for every free fits its budget, so
+// `luma plan` keeps only the temporaries' bytes (selective fence slack, docs/planner.md);
+// the plan is the run's lower bound and replays the program with the same results.
+TEST(PlanReplay, TwoStreamLoopGetsASelectiveFenceAwarePlanAtTheLowerBound) {
+  NEED(paths().luma);
+  NEED(paths().prog("shared"));
+  const std::string dir = temp_dir();
+  TrainOptions o;
+  o.args = {"train-streams"};
+  o.trace = dir + "/capture.trace";
+  const TrainRun c = train(dir, o);
+  ASSERT_EQ(c.result.exit_code, 0) << describe(c.result);
+  const std::string plan = dir + "/plan.json";
+  const Result p = run({paths().luma, "plan", "--periodic", "-o", plan, o.trace}, clean_env());
+  ASSERT_EQ(p.exit_code, 0) << describe(p);
+  EXPECT_NE(p.out.find("where that costs no peak bytes"), std::string::npos) << p.out;
+  const json d = json::parse(read_file(plan))["devices"][0];
+  EXPECT_EQ(d["fence_slack"]["selective"], true) << d["fence_slack"].dump();
+  EXPECT_EQ(d["arena"], d["fence_slack"]["run_lower_bound"]) << d["fence_slack"].dump();
+
+  auto steps_only = [](const std::string& out) {  // each step's checksum line
+    std::string kept;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);)
+      if (line.find(": step ") != std::string::npos) kept += line + "\n";
+    return kept;
+  };
+  o.trace.clear();
+  o.steps = 12;
+  const TrainRun bare = train(dir, o);
+  o.plan = plan;
+  const TrainRun r = train(dir, o);
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_EQ(count_lines_with(r.result.out, ": step "), 12);
+  EXPECT_EQ(steps_only(r.result.out), steps_only(bare.result.out));
+  EXPECT_EQ(real_allocations(r, 0), 1u) << r.counters.dump();
+  EXPECT_EQ(r.stats["plan"]["divergences"], 0) << r.stats["plan"].dump();
+}
+
 // ---- luma run --plan -------------------------------------------------------------------
 
 TEST(PlanReplay, LumaRunWithAPlanServesTheProgramFromIt) {
