@@ -201,13 +201,17 @@ void run_plan(const PlanOptions& o) {
     const std::uint64_t run_lower_bound = core::lower_bound_bytes(bare);
     // Fence slack: the one asked for, or (auto) the largest up to kMaxAutoFenceSlack whose
     // arena stays within kFenceSlackArenaBudget of the run's own lower bound; else none.
-    // Auto, when no L fits for every free: each L again, selectively, only for the frees
-    // where it costs no live bytes above the run's peak (fence_slack.h).
+    // Auto, when no L fits for every free: selectively, only for the frees where it costs
+    // (almost) no live bytes above the run's peak (fence_slack.h), L = 16, 8, 4, 2, 1.
+    std::vector<std::pair<std::uint64_t, bool>> attempts;  // (L, selective)
+    for (std::uint64_t slack = max_slack; slack > 0; --slack) attempts.emplace_back(slack, false);
+    if (auto_slack && max_slack > 0)
+      for (std::uint64_t slack = core::planner::kMaxSelectiveFenceSlack; slack > 0; slack /= 2)
+        attempts.emplace_back(slack, true);
     bool planned = false;
     std::uint64_t kept = 0;
-    for (std::uint64_t attempt = 0; attempt < (auto_slack ? 2 : 1) * max_slack && !planned; ++attempt) {
-      const std::uint64_t slack = max_slack - attempt % max_slack;
-      const bool selective = attempt >= max_slack;
+    for (const auto& [slack, selective] : attempts) {
+      if (planned) break;
       dp.lifetimes = selective ? core::with_selective_fence_slack(bare, slack, &kept)
                                : core::with_fence_slack(bare, slack);
       if (selective && kept == 0) continue;  // the plain plan below, then
@@ -240,7 +244,9 @@ void run_plan(const PlanOptions& o) {
     if (dp.fence_slack)
       fmt::print("  fence-aware: freed bytes kept {} allocations{}; the run's own lower bound is {} B, arena {:.4f} x that\n",
                  dp.fence_slack->allocations,
-                 dp.fence_slack->selective ? fmt::format(" where that costs no peak bytes ({} frees)", kept) : "",
+                 dp.fence_slack->selective ? fmt::format(" where that costs at most 1/{} of the peak ({} frees)",
+                                                           core::planner::kSelectivePeakAllowanceDivisor, kept)
+                                             : "",
                  run_lower_bound, arena_ratio(dp.report.chosen.arena, run_lower_bound));
     else if (fence_aware)
       fmt::print("  fence-aware: no slack of 1..{} allocations keeps the arena within {:.2f} x the lower bound; "

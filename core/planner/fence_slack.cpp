@@ -6,6 +6,8 @@
 #include <map>
 #include <numeric>
 
+#include "planner/planner_constants.h"
+
 namespace luma::core {
 namespace {
 
@@ -66,6 +68,7 @@ std::vector<Lifetime> with_selective_fence_slack(std::vector<Lifetime> lifetimes
       live[k] = bytes;
       peak = std::max(peak, bytes);
     }
+    const std::uint64_t cap = peak + peak / planner::kSelectivePeakAllowanceDivisor;
     std::uint64_t quiet = std::numeric_limits<std::uint64_t>::max();
     for (std::size_t k = n / 2; k < n; ++k) quiet = std::min(quiet, held[k]);
     std::vector<std::uint64_t> extra(n, 0);  // bytes kept across allocation k so far
@@ -76,7 +79,7 @@ std::vector<Lifetime> with_selective_fence_slack(std::vector<Lifetime> lifetimes
       // window that fits, up to `slack` allocations.
       const auto j = static_cast<std::size_t>(std::lower_bound(lowers.begin(), lowers.end(), l.upper) - lowers.begin());
       std::size_t end = j;
-      while (end < n && end - j < slack && held[end] > quiet && live[end] + extra[end] + l.size <= peak) ++end;
+      while (end < n && end - j < slack && held[end] > quiet && live[end] + extra[end] + l.size <= cap) ++end;
       if (end == j) continue;
       for (std::size_t k = j; k < end; ++k) extra[k] += l.size;
       l.upper = end < n ? lowers[end] : std::max(l.upper, lowers.back() + 1);

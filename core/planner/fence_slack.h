@@ -25,11 +25,12 @@ std::vector<Lifetime> with_fence_slack(std::vector<Lifetime> lifetimes, std::uin
 
 // Selective slack, for loops where giving every free the slack costs more arena than
 // the budget allows (a step that frees everything and starts with a large allocation):
-// a free gets the slack only where keeping its bytes costs no live bytes above the run's
-// own peak and crosses no quiet point. Frees are taken in time order; a free is kept over
+// a free gets the slack only where keeping its bytes costs (almost) no live bytes above the
+// run's own peak and crosses no quiet point. Frees are taken in time order; a free is kept over
 // the allocations of its window (as with_fence_slack would keep it) when
 //   - at each of those allocations, the bytes live with every slack granted so far stay
-//     at most the peak live bytes of the input (its lower bound), and
+//     at most the peak live bytes of the input (its lower bound) plus 1/64 of it
+//     (planner::kSelectivePeakAllowanceDivisor), and
 //   - none of those allocations comes at a quiet point: when no more bytes are held than
 //     the fewest held at any allocation of the second half of the device's allocations
 //     (a loop's steady low, such as the start of a training step, after the warm-up).

@@ -80,6 +80,17 @@ inline constexpr std::uint64_t kBucketEntriesPerBuffer = 8;
 // in docs/planner.md ("Fence-aware plans"): L = 2 costs 1 % there, L = 3 14 %.
 inline constexpr std::uint64_t kMaxAutoFenceSlack = 4;
 inline constexpr double kFenceSlackArenaBudget = 1.10;
+// Selective slack (with_selective_fence_slack), tried when no L fits for every free: the
+// largest L tried (then halved down to 1). A kept free's window also ends at the first
+// quiet point (a step's start), so a large L only lets a temporary keep its bytes to the
+// end of its step: on the two-stream loop a temporary's bytes are otherwise taken 5
+// allocations after its free, while its stream still writes it.
+inline constexpr std::uint64_t kMaxSelectiveFenceSlack = 16;
+// ... and the live bytes it may add above the run's peak, as a fraction of the peak
+// (1/64, 1.6 %): a temporary freed where its step peaks can be kept only above the peak.
+// On the two-stream loop: none allowed 1.2 fence waits per step (the second stream's
+// temporary reused at once), 1/64 none at 1.0036 x the lower bound (docs/planner.md).
+inline constexpr std::uint64_t kSelectivePeakAllowanceDivisor = 64;
 // The search's pseudo-random generator is seeded with this so a run is reproducible.
 inline constexpr std::uint64_t kSearchSeed = 0x6c756d61;  // "luma"
 

@@ -344,7 +344,8 @@ TEST(PlanReplay, APeriodicPlanServesTenTimesTheCapturedSteps) {
 
 // The two-stream loop (prog train-streams): no slack for every free fits its budget, so
 // `luma plan` keeps only the temporaries' bytes (selective fence slack, docs/planner.md);
-// the plan is the run's lower bound and replays the program with the same results.
+// the plan is within 1 % of the run's lower bound and replays the program with the same
+// results, waiting for no fence.
 TEST(PlanReplay, TwoStreamLoopGetsASelectiveFenceAwarePlanAtTheLowerBound) {
   NEED(paths().luma);
   NEED(paths().prog("shared"));
@@ -357,10 +358,10 @@ TEST(PlanReplay, TwoStreamLoopGetsASelectiveFenceAwarePlanAtTheLowerBound) {
   const std::string plan = dir + "/plan.json";
   const Result p = run({paths().luma, "plan", "--periodic", "-o", plan, o.trace}, clean_env());
   ASSERT_EQ(p.exit_code, 0) << describe(p);
-  EXPECT_NE(p.out.find("where that costs no peak bytes"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("where that costs at most 1/64 of the peak"), std::string::npos) << p.out;
   const json d = json::parse(read_file(plan))["devices"][0];
   EXPECT_EQ(d["fence_slack"]["selective"], true) << d["fence_slack"].dump();
-  EXPECT_EQ(d["arena"], d["fence_slack"]["run_lower_bound"]) << d["fence_slack"].dump();
+  EXPECT_LE(d["fence_slack"]["arena_over_run_lower_bound"].get<double>(), 1.01) << d["fence_slack"].dump();
 
   auto steps_only = [](const std::string& out) {  // each step's checksum line
     std::string kept;
@@ -379,6 +380,10 @@ TEST(PlanReplay, TwoStreamLoopGetsASelectiveFenceAwarePlanAtTheLowerBound) {
   EXPECT_EQ(steps_only(r.result.out), steps_only(bare.result.out));
   EXPECT_EQ(real_allocations(r, 0), 1u) << r.counters.dump();
   EXPECT_EQ(r.stats["plan"]["divergences"], 0) << r.stats["plan"].dump();
+  // Each step's frees are reused only after the step synchronized its streams: the fence
+  // of a temporary (recorded at the allocation after its free) and of the step's last
+  // frees (the legacy stream idle, the streams idle) are done when their bytes come back.
+  EXPECT_EQ(plan_device(r, 0)["fence_waits"], 0) << plan_device(r, 0).dump();
 }
 
 // ---- luma run --plan -------------------------------------------------------------------

@@ -220,7 +220,8 @@ TEST(FenceSlack, SelectiveKeepsAFreeOnlyWhereItCostsNoPeakBytesNorCrossesAQuietP
 // time: 2 weights; per step, per stream: an activation, a workspace, a temporary freed
 // before the output; then all six freed. Every free kept even one allocation costs more
 // than 10 % (each step starts with a 2 MiB activation while the last step's bytes wait);
-// selectively, the temporaries are kept and the arena stays the lower bound.
+// selectively, the temporaries are kept to the end of their step within 1 % of the lower
+// bound.
 std::vector<Lifetime> two_stream_loop(std::size_t steps, std::vector<std::size_t>* temps = nullptr) {
   const std::uint64_t kMiB = 1 << 20;
   auto r = [](std::uint64_t b) { return (b + 255) / 256 * 256; };
@@ -249,9 +250,11 @@ TEST(FenceSlack, SelectiveSlackOnTheTwoStreamLoopKeepsTheTemporariesAtTheLowerBo
   // Why it is needed: the whole slack for every free is over the budget here.
   EXPECT_GT(static_cast<double>(lower_bound_bytes(with_fence_slack(ls, 1))), 1.10 * static_cast<double>(lb));
   std::uint64_t kept = 0;
-  const std::vector<Lifetime> sel = with_selective_fence_slack(ls, 4, &kept);
-  EXPECT_EQ(lower_bound_bytes(sel), lb);
-  EXPECT_GT(kept, 0u);
+  const std::vector<Lifetime> sel = with_selective_fence_slack(ls, 16, &kept);
+  // Every temporary kept (the second stream's, freed where the step peaks, within the 1/64
+  // allowance above the peak); nothing across a step's start.
+  EXPECT_EQ(kept, temps.size());
+  EXPECT_LE(lower_bound_bytes(sel), lb + lb / 64);
   std::uint64_t temps_kept = 0;
   for (std::size_t i = 0; i < ls.size(); ++i) {
     const bool is_temp = std::find(temps.begin(), temps.end(), i) != temps.end();
@@ -266,10 +269,9 @@ TEST(FenceSlack, SelectiveSlackOnTheTwoStreamLoopKeepsTheTemporariesAtTheLowerBo
   ASSERT_TRUE(found.found);
   const PeriodicPlan pp = plan_periodic(sel, seq, *found.found, Strategy::best, quick());
   EXPECT_LE(static_cast<double>(pp.report.chosen.arena), 1.10 * static_cast<double>(lb));
-  // The first stream's temporary is the one kept (the second's is freed where the step
-  // peaks: its output would go above the peak). Unrolled over 12 steps with the real
-  // lifetimes: its bytes are never taken by the output allocated right after its free,
-  // where the plain plan does take them.
+  // Unrolled over 12 steps with the real lifetimes: a temporary's bytes are never taken
+  // by any later allocation of its step (the writes of its stream may still run until the
+  // step synchronizes), where the plain plan takes them at once.
   std::vector<std::size_t> run_temps;
   const std::vector<Lifetime> run = two_stream_loop(12, &run_temps);
   auto unrolled = [&](const PlanReport& r, std::uint64_t warmup, std::uint64_t period) {
@@ -278,18 +280,21 @@ TEST(FenceSlack, SelectiveSlackOnTheTwoStreamLoopKeepsTheTemporariesAtTheLowerBo
       offsets.push_back(r.chosen.offsets[k < warmup ? k : warmup + (k - warmup) % period]);
     return offsets;
   };
-  auto first_temps_reused_at_once = [&](const std::vector<std::uint64_t>& offsets) {
+  auto temps_reused_within_their_step = [&](const std::vector<std::uint64_t>& offsets) {
     std::uint64_t n = 0;
-    for (std::size_t t = 0; t < run_temps.size(); t += 2) {
-      const std::size_t i = run_temps[t];  // i + 1: the output allocated after its free
-      if (offsets[i + 1] < offsets[i] + run[i].size && offsets[i] < offsets[i + 1] + run[i + 1].size) ++n;
+    for (std::size_t t = 0; t < run_temps.size(); ++t) {
+      const std::size_t i = run_temps[t];
+      const std::size_t step_end = 2 + (t / 2 + 1) * 8;  // the step's last allocation + 1
+      for (std::size_t k = i + 1; k < step_end; ++k)
+        if (offsets[k] < offsets[i] + run[i].size && offsets[i] < offsets[k] + run[k].size) ++n;
     }
     return n;
   };
-  EXPECT_EQ(first_temps_reused_at_once(unrolled(pp.report, pp.warmup, pp.period)), 0u);
+  EXPECT_EQ(temps_reused_within_their_step(unrolled(pp.report, pp.warmup, pp.period)), 0u);
+  EXPECT_LE(static_cast<double>(pp.report.chosen.arena), 1.01 * static_cast<double>(lb));
   const AllocationSequence plain_seq = allocation_sequence(ls);
   const PeriodicPlan plain = plan_periodic(ls, plain_seq, *find_period(plain_seq).found, Strategy::best, quick());
-  EXPECT_GT(first_temps_reused_at_once(unrolled(plain.report, plain.warmup, plain.period)), 0u);
+  EXPECT_GT(temps_reused_within_their_step(unrolled(plain.report, plain.warmup, plain.period)), 0u);
 }
 
 // Replay of a fence-aware plan: frees join one open epoch until some of their bytes are
