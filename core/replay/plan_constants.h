@@ -44,4 +44,11 @@ inline constexpr std::uint64_t kMinPeriodRepeats = 2;
 // iterations contain every kind of pair (warm-up/first, first/second, second/third).
 inline constexpr std::uint64_t kPeriodicCheckIterations = 3;
 
+// Replay of a fence-aware plan records the fence of a burst of frees L allocations (the
+// plan's slack) before their bytes are needed, so that it has that long to complete. While
+// the GPU keeps up (the last fence was done at the next allocation), it records it this
+// many allocations ahead instead, which lets one fence cover several bursts: on the
+// two-stream loop, allocating only, one fence per step instead of three (docs/plan-replay.md).
+inline constexpr std::uint64_t kKeptUpFenceLead = 1;
+
 }  // namespace luma::core::plan

@@ -265,10 +265,22 @@ ReplayAllocation PlanReplay::allocate(std::size_t bytes) noexcept {
   // usually long complete when a later planned allocation reuses those bytes.
   // Fence-aware plans: only once some freed bytes are needed within lead_ allocations
   // (later frees join the same fence meanwhile); make_free below closes it in any case
-  // before a pending block's bytes are handed out.
-  if (open_.head != kNone && (lead_ == kNever || open_.deadline <= k || open_.deadline - k <= lead_))
-    close_open_epoch();
+  // before a pending block's bytes are handed out. While the GPU keeps up (the last
+  // fence was done at the first allocation after it, without a wait), a fence recorded
+  // later is done as soon, so it is recorded kKeptUpFenceLead allocations ahead instead:
+  // one fence then covers the frees of several bursts. A fence found not done (or waited
+  // for) brings the lead back to the plan's.
   if (!closed_.empty()) process_events();
+  if (judging_) {
+    judging_ = false;
+    keeping_up_ = closed_.empty() && stats_.num_fence_waits == waits_at_close_;
+  }
+  const std::uint64_t lead = keeping_up_ ? std::min(lead_, plan::kKeptUpFenceLead) : lead_;
+  if (open_.head != kNone && (lead_ == kNever || open_.deadline <= k || open_.deadline - k <= lead)) {
+    close_open_epoch();
+    judging_ = !next_use_.empty();
+    waits_at_close_ = stats_.num_fence_waits;
+  }
   for (const std::uint32_t* p = preds; p != preds_end; ++p) {
     if (state_[*p] == SlotState::pending && !make_free(*p)) {
       // The device cannot wait for its fence now (device.h): the bytes are still held.

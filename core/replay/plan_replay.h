@@ -148,12 +148,18 @@ class PlanReplay {
   std::vector<std::uint32_t> steady_start_, steady_pred_;
   // Fence-aware plans (fence_slack in the plan file): how many allocations after a slot's
   // own allocation the first later allocation on its bytes comes (kNever: none), and how
-  // many allocations ahead of that need the open epoch's fence is recorded (lead_). The
-  // frees of a burst join the open epoch until one of them is needed within lead_
-  // allocations, so one fence covers as many frees as the plan's slack allows. Plain plans
-  // have lead_ = kNever: the fence is recorded at the next allocation after a burst.
+  // many allocations ahead of that need the open epoch's fence is recorded (lead_; while
+  // the GPU keeps up, plan::kKeptUpFenceLead). The frees of a burst join the open epoch
+  // until one of them is needed within the lead, so one fence covers as many frees as the
+  // plan's slack allows. Plain plans have lead_ = kNever: the fence is recorded at the
+  // next allocation after a burst.
   std::vector<std::uint64_t> next_use_;
   std::uint64_t lead_ = kNever;
+  // Whether the GPU keeps up: the last fence allocate() recorded was done at the next
+  // allocation, with no wait in between (judged there once). Fence-aware plans only.
+  bool keeping_up_ = false;
+  bool judging_ = false;
+  std::uint64_t waits_at_close_ = 0;
   Divergence incompatible_;  // reason != none: the plan cannot be served at all
 
   // Run state.

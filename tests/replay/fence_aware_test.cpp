@@ -340,6 +340,49 @@ TEST(FenceSlack, ReplayRecordsTheFenceSlackAllocationsBeforeTheBytesAreNeeded) {
   EXPECT_EQ(dev2.record_calls(), 1u);
 }
 
+// While the GPU keeps up (the last fence was done at the next allocation, no wait), replay
+// records a burst's fence kKeptUpFenceLead allocations before its bytes are needed instead
+// of the plan's L, so that later frees can join it; a fence not done at the next
+// allocation keeps the plan's lead.
+TEST(FenceSlack, ReplayRecordsTheFenceLaterWhileTheGpuKeepsUp) {
+  // Slot 3 reuses 0's bytes, 7 reuses 1's, 8 reuses 2's; 4, 5, 6 elsewhere. Slack 2.
+  DevicePlanFile plan = testing::manual_plan({{256, 256, 0}, {256, 256, 256}, {256, 256, 512}, {256, 256, 0},
+                                             {256, 256, 768}, {256, 256, 1024}, {256, 256, 1280},
+                                             {256, 256, 256}, {256, 256, 512}});
+  plan.fence_slack = FenceSlackLayout{2, 0};
+  // Returns record_calls() after allocations 4, 5 and 6.
+  auto run = [&](bool first_fence_done_at_once) {
+    HostDevice dev;
+    dev.set_fences(true);
+    dev.set_fence_mode(FenceMode::batched);
+    PlanReplay replay(dev, 0, plan);
+    void* a0 = replay.allocate(256).ptr;
+    void* a1 = replay.allocate(256).ptr;
+    replay.free(a0);
+    void* a2 = replay.allocate(256).ptr;  // 2: 0's bytes needed at 3, within 2: fence 1
+    EXPECT_EQ(dev.record_calls(), 1u);
+    if (first_fence_done_at_once) dev.complete_fence(1);
+    EXPECT_EQ(replay.allocate(256).ptr, a0);  // 3 (waits for fence 1 when it is not done)
+    replay.free(a1);                          // needed at 7
+    replay.free(a2);                          // needed at 8
+    std::vector<std::uint64_t> records;
+    for (int k = 4; k <= 6; ++k) {
+      EXPECT_NE(replay.allocate(256).ptr, nullptr);
+      records.push_back(dev.record_calls());
+    }
+    dev.complete_all_fences();
+    EXPECT_EQ(replay.allocate(256).ptr, a1);  // 7
+    EXPECT_EQ(replay.allocate(256).ptr, a2);  // 8
+    EXPECT_EQ(dev.fences_waited().size(), first_fence_done_at_once ? 0u : 1u);
+    LUMA_REPLAY_CLEAN(replay);
+    return records;
+  };
+  // Kept up: the fence of 1 and 2 at 6, one allocation before 7 needs it.
+  EXPECT_EQ(run(true), (std::vector<std::uint64_t>{1, 1, 2}));
+  // Fence 1 was not done at 3 (waited for): the plan's lead, the fence at 5.
+  EXPECT_EQ(run(false), (std::vector<std::uint64_t>{1, 2, 2}));
+}
+
 // Safety never depends on the slack being right: a plan that claims a slack but reuses
 // bytes at once still waits for the fence rather than hand out pending bytes.
 TEST(FenceSlack, ReplayOfAWrongSlackStillWaits) {
