@@ -9,7 +9,7 @@
 // a 1-byte cuMemsetD8Async, which the stand-in runs after its LUMA_FAKE_DELAY_US-like delay
 // (kBusyDelayUs): the stream then has work queued most of the time, as a stream of a
 // program that keeps its GPU fed. The top-up's own calls are the program's, paid with and
-// without luma alike. Never asserts anything: numbers only.
+// without luma alike, and not timed. Never asserts anything: numbers only.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -73,9 +73,14 @@ void BM_PairWithStreams(benchmark::State& state) {
   std::size_t i = 0;
   bool failed = false;
   for (auto _ : state) {
-    if (busy && i % kTopUpPairs == 0)
+    if (busy && i % kTopUpPairs == 0) {
+      // Not timed: the program's own work, the same with and without luma (timed, it was
+      // 89-100 ns per pair, docs/architecture.md).
+      state.PauseTiming();
       for (std::size_t k = 0; k < n; ++k)
         if (cuStreamQuery(streams[k]) == CUDA_SUCCESS) cuMemsetD8Async(targets[k], 1, 1, streams[k]);
+      state.ResumeTiming();
+    }
     CUdeviceptr& slot = live[i++ % kLive];
     cuMemFree_v2(slot);
     failed |= cuMemAlloc_v2(&slot, kBlock) != CUDA_SUCCESS;
