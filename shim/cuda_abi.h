@@ -128,6 +128,7 @@ typedef CUresult (*PFN_cuEventRecord)(CUevent event, CUstream stream);
 typedef CUresult (*PFN_cuEventQuery)(CUevent event);
 typedef CUresult (*PFN_cuEventSynchronize)(CUevent event);
 typedef CUresult (*PFN_cuEventDestroy_v2)(CUevent event);
+typedef CUresult (*PFN_cuCtxRecordEvent)(CUcontext hCtx, CUevent hEvent);  // 12050 ABI
 typedef CUresult (*PFN_cuMemsetD8_v2)(CUdeviceptr dst, unsigned char value, size_t n);
 typedef CUresult (*PFN_cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t n,
                                         CUstream stream);

@@ -1,33 +1,16 @@
 // driver_device.cpp - see driver_device.h. Why events and not a synchronization: cudaFree
 // promises that no earlier work still uses the memory once it returns (CUDA Runtime API,
 // cudaFree: "may perform implicit synchronization"); a cache that hands the block out again
-// at once must keep that promise itself. An event recorded on the legacy stream completes
-// after all earlier work of the blocking streams, one per non-blocking stream covers those;
-// a non-blocking stream the driver reports idle (cuStreamQuery: "all operations in the
-// stream have completed") has no earlier work left to cover and gets no event.
+// at once must keep that promise itself. What the events cover: context_fence.h.
 #include "driver_device.h"
 
 #include <algorithm>
 #include <new>
 
 #include "log.h"
+#include "scoped_context.h"
 
 namespace luma::shim {
-
-DriverDevice::ScopedContext::ScopedContext(const RealDriver& d, CUcontext ctx) noexcept : d_(d) {
-  CUcontext current = nullptr;
-  if (d_.ctx_get_current(&current) == CUDA_SUCCESS && current == ctx) return;
-  error_ = d_.ctx_push_current(ctx);
-  ok_ = error_ == CUDA_SUCCESS;
-  pushed_ = ok_;
-}
-
-DriverDevice::ScopedContext::~ScopedContext() {
-  if (pushed_) {
-    CUcontext popped = nullptr;
-    d_.ctx_pop_current(&popped);
-  }
-}
 
 core::Reservation DriverDevice::reserve(std::size_t bytes) noexcept {
   ScopedContext scope(driver_, ctx_);
@@ -105,42 +88,19 @@ DriverDevice::FenceSlot* DriverDevice::slot(core::Fence fence) noexcept {
   return &slots_[fence - 1];
 }
 
-bool DriverDevice::record_events(FenceSlot& s) noexcept {
-  bool ok = true;
-  std::size_t seen = 0;
-  auto record_on = [&](CUstream stream) {
-    if (!ok) return;
-    CUevent e = take_event();
-    if (e == nullptr || driver_.event_record(e, stream) != CUDA_SUCCESS) {
-      if (e != nullptr) spare_events_.push_back(e);
-      ok = false;
-      return;
-    }
-    s.events.push_back(e);
-  };
-  try {
-    // The legacy default stream of ctx_, always: its event also stands for the blocking
-    // streams (and per-thread default streams), whose work luma cannot query one by one.
-    record_on(nullptr);
-    streams_.for_each(ctx_, [&](CUstream stream) {
-      ++seen;
-      // Idle now: every operation issued to it so far has completed, so none issued
-      // before the frees can still touch their blocks. Work issued from now on comes
-      // after the frees. Any other answer (not ready, an error) gets an event: a failed
-      // record makes the caller synchronize.
-      if (ok && driver_.stream_query(stream) == CUDA_SUCCESS) return;
-      record_on(stream);
-    });
-  } catch (...) {
-    ok = false;  // host memory for the pools ran out
-  }
-  if (!ok) {
-    for (CUevent e : s.events) spare_events_.push_back(e);
-    s.events.clear();
-  }
+ContextFence::Outcome DriverDevice::record_events(FenceSlot& s) noexcept {
+  const ContextFence::Outcome outcome = cover_.record(
+      driver_, ctx_, streams_, s.events, [this] { return take_event(); },
+      [this](CUevent e) {
+        try {
+          spare_events_.push_back(e);
+        } catch (...) {
+          driver_.event_destroy(e);
+        }
+      });
   s.done = 0;
-  fence_calls_ = seen + 2 * s.events.size();
-  return ok;
+  fence_ns_ = cover_.last_ns();
+  return outcome;
 }
 
 core::Fence DriverDevice::record_fence() noexcept {
@@ -171,7 +131,17 @@ core::Fence DriverDevice::record_fence() noexcept {
   }
   FenceSlot& s = slots_[index];
   s.deferred = deferred;
-  if (deferred || record_events(s)) return index + 1;
+  if (deferred) return index + 1;
+  switch (record_events(s)) {
+    case ContextFence::Outcome::recorded:
+      return index + 1;
+    case ContextFence::Outcome::capture_underway:
+      // A capture luma did not see (cuStreamBeginCaptureToGraph): recorded after it.
+      s.deferred = true;
+      return index + 1;
+    case ContextFence::Outcome::failed:
+      break;
+  }
   // Could not cover every stream: make the memory safe by waiting for all of it.
   fence_release(index + 1);
   ++driver_errors_;
@@ -187,10 +157,16 @@ bool DriverDevice::fence_done(core::Fence fence) noexcept {
   if (s->deferred) {
     // The capture(s) ended: the fence is recorded now, after them, and covers all the work
     // issued before its frees (and the capture's own launches since).
-    s->deferred = false;
     ScopedContext scope(driver_, ctx_);
-    if (!scope.ok()) return true;  // the context is gone, and its work with it
-    if (policy_ == core::FreeSync::device || !record_events(*s)) {
+    if (!scope.ok()) {
+      s->deferred = false;
+      return true;  // the context is gone, and its work with it
+    }
+    const auto outcome = policy_ == core::FreeSync::device ? ContextFence::Outcome::failed
+                                                           : record_events(*s);
+    if (outcome == ContextFence::Outcome::capture_underway) return false;  // still deferred
+    s->deferred = false;
+    if (outcome == ContextFence::Outcome::failed) {
       synchronize();
       return true;
     }
@@ -213,7 +189,10 @@ bool DriverDevice::fence_wait(core::Fence fence) noexcept {
   FenceSlot* s = slot(fence);
   if (s == nullptr) return true;
   if (capture_underway()) return false;
-  if (s->deferred && fence_done(fence)) return true;  // records it now
+  if (s->deferred) {
+    if (fence_done(fence)) return true;  // records it now
+    if (s->deferred) return false;       // the driver still reports a capture: cannot wait
+  }
   for (; s->done < s->events.size(); ++s->done) {
     if (driver_.event_synchronize(s->events[s->done]) != CUDA_SUCCESS) {
       synchronize();

@@ -1,7 +1,7 @@
 // driver_device.h - core::Device over the real driver, for one context: segments are real
-// cuMemAlloc_v2 allocations made in that context, fences are pooled events recorded on the
-// legacy stream and on every live non-blocking stream of the context that is not idle
-// (free_sync:event), or nothing (free_sync:none), or a cuCtxSynchronize at free time
+// cuMemAlloc_v2 allocations made in that context, fences are pooled events that cover all
+// the context's work (free_sync:event; context_fence.h: one cuCtxRecordEvent, or stream by
+// stream on older drivers), or nothing (free_sync:none), or a cuCtxSynchronize at free time
 // (free_sync:device). docs/architecture.md, "Fences with many streams", has the design.
 //
 // Called only with the owning allocator's lock held (core/allocator/device.h), so it keeps its pools
@@ -16,6 +16,7 @@
 #include "settings/config.h"
 #include "allocator/device.h"
 #include "capture_registry.h"
+#include "context_fence.h"
 #include "real_driver.h"
 #include "stream_registry.h"
 
@@ -47,11 +48,11 @@ class DriverDevice final : public core::Device {
   // false while a capture is underway in the context (a wait could invalidate it).
   bool fence_wait(core::Fence fence) noexcept override;
   void fence_release(core::Fence fence) noexcept override;
-  // With many streams a fence costs a call per stream, and a record and a query more for
-  // each stream that was not idle: epochs grow with those calls so that the calls per free
-  // stay few (kEpochBlocksPerCall).
+  // A fence costs what recording it took (with many streams: a query per stream, or what
+  // the driver's cuCtxRecordEvent makes of them): epochs grow with it, so that the fence
+  // costs each free little (kFenceNsPerBlock).
   std::size_t fence_batch_blocks() const noexcept override {
-    return kEpochBlocksPerCall * fence_calls_;
+    return static_cast<std::size_t>(fence_ns_ / kFenceNsPerBlock);
   }
 
   CUcontext context() const noexcept { return ctx_; }
@@ -65,46 +66,30 @@ class DriverDevice final : public core::Device {
   std::uint64_t driver_errors() const noexcept { return driver_errors_; }
 
  private:
-  // Blocks per epoch for each driver call the last fence made (a stream query per
-  // non-blocking stream, a record and a query per event): 8 frees per call make a fence
-  // cost an eighth of a call per free (4 left 16 busy streams at 3x the pair's cost with
-  // none, 8 brought it under 2x: docs/architecture.md). With up to 6 idle streams and none
-  // busy this is below the default 64 blocks, which then stays.
-  static constexpr std::size_t kEpochBlocksPerCall = 8;
+  // Blocks per epoch for each 40 ns the last fence took to record: the fence then costs
+  // each free at most 40 ns, about half an alloc+free pair through luma with no stream.
+  // A fence of one event on an idle GPU (about 1 us) is below the default 64 blocks, which
+  // then stays; 16 idle streams fenced one by one (about 6 us on the stand-in's costs)
+  // give 150, as the 8 blocks per driver call of the first design did (docs/architecture.md).
+  static constexpr std::uint64_t kFenceNsPerBlock = 40;
 
   struct FenceSlot {
-    std::vector<CUevent> events;  // one per stream the fence covers that was not idle
+    std::vector<CUevent> events;  // the context's one, or one per stream that was not idle
     // events[0, done) were seen complete: a poll goes on from the first one not seen so.
     std::uint32_t done = 0;
-    // Asked for while a capture was underway in the context: nothing recorded yet (an
-    // event on a capturing stream would join the graph, the legacy stream may be
-    // unusable); recorded once no capture is underway, and only then possibly done.
+    // Asked for while a capture was underway in the context (one luma knows of, or one
+    // the driver reported): nothing recorded yet (an event on a capturing stream would
+    // join the graph, the legacy stream may be unusable); recorded once no capture is
+    // underway, and only then possibly done.
     bool deferred = false;
-  };
-
-  // Makes ctx_ current for the scope when another context (or none) is current on this
-  // thread: a free may come from any thread with any current device.
-  class ScopedContext {
-   public:
-    ScopedContext(const RealDriver& d, CUcontext ctx) noexcept;
-    ~ScopedContext();
-    bool ok() const noexcept { return ok_; }
-    int error() const noexcept { return static_cast<int>(error_); }  // when !ok()
-
-   private:
-    const RealDriver& d_;
-    bool pushed_ = false;
-    bool ok_ = true;
-    CUresult error_ = CUDA_SUCCESS;
   };
 
   CUevent take_event() noexcept;
   // Whether a capture is underway in this context: luma then records, queries and
   // synchronizes nothing there, and releases no segment.
   bool capture_underway() const noexcept { return captures_.any() && captures_.any_in(ctx_); }
-  // Records the slot's events on the legacy stream and on every tracked stream that the
-  // driver does not report idle; false (and nothing kept) when one could not be recorded.
-  bool record_events(FenceSlot& s) noexcept;
+  // Records the slot's events (context_fence.h); nothing kept unless recorded.
+  ContextFence::Outcome record_events(FenceSlot& s) noexcept;
   bool exported(const void* base) noexcept;
   void synchronize() noexcept;
   FenceSlot* slot(core::Fence fence) noexcept;
@@ -119,8 +104,9 @@ class DriverDevice final : public core::Device {
   std::vector<FenceSlot> slots_;         // fence token f is slots_[f - 1]
   std::vector<std::uint32_t> free_slots_;
   std::vector<CUevent> spare_events_;    // pooled: creating an event costs a driver call
+  ContextFence cover_;
   std::uint64_t driver_errors_ = 0;
-  std::size_t fence_calls_ = 0;  // driver calls of the last recorded fence (see above)
+  std::uint64_t fence_ns_ = 0;  // what recording the last fence took (see above)
 };
 
 }  // namespace luma::shim

@@ -73,7 +73,9 @@
 
 // LUMA_DRIVER_CALLS(X): entry points luma calls itself but does not hook.
 //   X(id, driver_name, version, pfn) - resolved with cuGetProcAddress_v2 at that ABI
-//   (legacy default stream); versions as cuda.h declares them.
+//   (legacy default stream); versions as cuda.h declares them. cuCtxRecordEvent came in
+//   12.5 (PFN_cuCtxRecordEvent_v12050): older drivers do not have it, and fences then go
+//   stream by stream (context_fence.h).
 #define LUMA_DRIVER_CALLS(X) \
   X(ctx_get_current, "cuCtxGetCurrent", 4000, PFN_cuCtxGetCurrent) \
   X(ctx_push_current, "cuCtxPushCurrent", 4000, PFN_cuCtxPushCurrent_v2) \
@@ -92,5 +94,6 @@
   X(device_get_name, "cuDeviceGetName", 2000, PFN_cuDeviceGetName) \
   X(device_total_mem, "cuDeviceTotalMem", 3020, PFN_cuDeviceTotalMem_v2) \
   X(stream_get_flags, "cuStreamGetFlags", 5050, PFN_cuStreamGetFlags) \
-  X(stream_query, "cuStreamQuery", 2000, PFN_cuStreamQuery)
+  X(stream_query, "cuStreamQuery", 2000, PFN_cuStreamQuery) \
+  X(ctx_record_event, "cuCtxRecordEvent", 12050, PFN_cuCtxRecordEvent)
 // clang-format on

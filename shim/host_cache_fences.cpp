@@ -3,33 +3,9 @@
 
 #include <algorithm>
 
+#include "scoped_context.h"
+
 namespace luma::shim {
-namespace {
-
-// Makes ctx current for the scope when it is not (a free may come from any thread, with
-// any context current).
-class ScopedCurrent {
- public:
-  ScopedCurrent(const RealDriver& d, CUcontext ctx) noexcept : d_(d) {
-    CUcontext current = nullptr;
-    if (d_.ctx_get_current(&current) == CUDA_SUCCESS && current == ctx) return;
-    ok_ = d_.ctx_push_current(ctx) == CUDA_SUCCESS;
-    pushed_ = ok_;
-  }
-  ~ScopedCurrent() {
-    CUcontext popped = nullptr;
-    if (pushed_) d_.ctx_pop_current(&popped);
-  }
-  bool ok() const noexcept { return ok_; }
-
- private:
-  const RealDriver& d_;
-  bool pushed_ = false;
-  bool ok_ = true;
-};
-
-}  // namespace
-
 CUevent DriverHostFences::take_event(CUcontext ctx) noexcept {
   for (auto it = spare_.rbegin(); it != spare_.rend(); ++it)
     if (it->first == ctx) {
@@ -51,36 +27,26 @@ void DriverHostFences::give_event(CUcontext ctx, CUevent e) noexcept {
 
 void DriverHostFences::synchronize(CUcontext ctx) noexcept {
   ++synchronizations_;
-  ScopedCurrent scope(driver_, ctx);
+  ScopedContext scope(driver_, ctx);
   if (scope.ok()) driver_.ctx_synchronize();
 }
 
-bool DriverHostFences::record_in(CUcontext ctx, Slot& s) noexcept {
-  ScopedCurrent scope(driver_, ctx);
-  if (!scope.ok()) return true;  // the context is gone, and its work with it
-  bool ok = true;
-  const std::size_t first = s.events.size();
-  auto record_on = [&](CUstream stream) {
-    if (!ok) return;
-    CUevent e = take_event(ctx);
-    if (e == nullptr || driver_.event_record(e, stream) != CUDA_SUCCESS) {
-      if (e != nullptr) give_event(ctx, e);
-      ok = false;
-      return;
-    }
-    s.events.emplace_back(ctx, e);
-  };
+ContextFence::Outcome DriverHostFences::record_in(CUcontext ctx, Slot& s) noexcept {
+  ScopedContext scope(driver_, ctx);
+  if (!scope.ok()) return ContextFence::Outcome::recorded;  // the context is gone, and its work
   try {
-    record_on(nullptr);  // the legacy default stream: it waits for every blocking stream
-    streams_.for_each(ctx, record_on);
+    std::vector<CUevent> events;
+    events.reserve(1);
+    const ContextFence::Outcome outcome = cover_.record(
+        driver_, ctx, streams_, events, [&] { return take_event(ctx); },
+        [&](CUevent e) { give_event(ctx, e); });
+    if (outcome != ContextFence::Outcome::recorded) return outcome;
+    s.events.reserve(s.events.size() + events.size());
+    for (CUevent e : events) s.events.emplace_back(ctx, e);
+    return outcome;
   } catch (...) {
-    ok = false;
+    return ContextFence::Outcome::failed;  // host memory ran out; what was taken is pooled
   }
-  if (!ok) {
-    for (std::size_t i = first; i < s.events.size(); ++i) give_event(ctx, s.events[i].second);
-    s.events.resize(first);
-  }
-  return ok;
 }
 
 core::HostFence DriverHostFences::record() noexcept {
@@ -98,9 +64,11 @@ core::HostFence DriverHostFences::record() noexcept {
     Slot& s = slots_[index];
     s.used = true;
     contexts_.for_each_live([&](const ContextEntry& e) {
-      if (capturing(e.ctx)) {
+      const auto outcome = capturing(e.ctx) ? ContextFence::Outcome::capture_underway
+                                            : record_in(e.ctx, s);
+      if (outcome == ContextFence::Outcome::capture_underway) {
         s.deferred.push_back(e.ctx);
-      } else if (!record_in(e.ctx, s)) {
+      } else if (outcome == ContextFence::Outcome::failed) {
         synchronize(e.ctx);  // could not cover every stream: wait for all of it now
       }
     });
@@ -129,7 +97,9 @@ bool DriverHostFences::done(core::HostFence fence) noexcept {
   for (std::size_t i = 0; i < s.deferred.size();) {
     CUcontext ctx = s.deferred[i];
     if (capturing(ctx)) return false;
-    if (!record_in(ctx, s)) synchronize(ctx);
+    const auto outcome = record_in(ctx, s);
+    if (outcome == ContextFence::Outcome::capture_underway) return false;  // one luma missed
+    if (outcome == ContextFence::Outcome::failed) synchronize(ctx);
     s.deferred.erase(s.deferred.begin() + static_cast<std::ptrdiff_t>(i));
   }
   for (std::size_t i = 0; i < s.events.size();) {

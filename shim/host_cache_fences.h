@@ -1,8 +1,8 @@
 // host_cache_fences.h - the fences of the pinned host cache (core/host_cache/): a freed
 // pinned block may still be read or written by an asynchronous copy queued before the
 // free, in any context (pinned memory is reachable from every context that maps it), so a
-// fence is one event on the legacy stream and one on every non-blocking stream of every
-// context luma serves, recorded after the free. The real cuMemFreeHost makes that wait
+// fence covers all the work of every context luma serves, recorded after the free
+// (context_fence.h: one cuCtxRecordEvent per context, or stream by stream). The real cuMemFreeHost makes that wait
 // itself (docs/architecture.md, "Pinned host memory"); a cache that keeps the block must.
 //
 // A context with a stream capture underway gets no event (an event on a capturing stream
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "capture_registry.h"
+#include "context_fence.h"
 #include "context_table.h"
 #include "host_cache/host_cache.h"
 #include "real_driver.h"
@@ -49,9 +50,9 @@ class DriverHostFences final : public core::HostFences {
     bool used = false;
   };
 
-  // Records ctx's events (legacy stream, then every non-blocking stream) into s; false
-  // when one could not be recorded (the caller synchronizes instead).
-  bool record_in(CUcontext ctx, Slot& s) noexcept;
+  // Records ctx's events (context_fence.h) into s; on failure the caller synchronizes,
+  // on capture_underway it defers.
+  ContextFence::Outcome record_in(CUcontext ctx, Slot& s) noexcept;
   CUevent take_event(CUcontext ctx) noexcept;
   void give_event(CUcontext ctx, CUevent e) noexcept;
   bool capturing(CUcontext ctx) const noexcept { return captures_.any() && captures_.any_in(ctx); }
@@ -61,6 +62,7 @@ class DriverHostFences final : public core::HostFences {
   const ContextTable& contexts_;
   StreamRegistry& streams_;
   const CaptureRegistry& captures_;
+  ContextFence cover_;
   std::vector<Slot> slots_;  // token f is slots_[f - 1]
   std::vector<std::uint32_t> free_slots_;
   std::vector<std::pair<CUcontext, CUevent>> spare_;  // pooled events, by context

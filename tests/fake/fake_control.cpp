@@ -15,6 +15,7 @@
 #include <cstring>
 #include <string>
 
+#include "fake_call_cost.h"
 #include "fake_state.h"
 
 #define LUMA_FAKE_API __attribute__((visibility("default")))
@@ -68,6 +69,15 @@ State* make_state() {
   st->env_delay_us = env_size("LUMA_FAKE_DELAY_US", 0, false);
   st->env_fail_events = env_size("LUMA_FAKE_FAIL_EVENTS", 0, false);
   st->env_lost_after = env_size("LUMA_FAKE_LOST_AFTER", 0, false);
+  uint64_t version = env_size("LUMA_FAKE_DRIVER_VERSION", kDriverVersion, false);
+  if (version < kOldestDriverVersion || version > kDriverVersion) {
+    std::fprintf(stderr,
+                 "libcuda.so.1 (stand-in): LUMA_FAKE_DRIVER_VERSION must be %d..%d, using %d\n",
+                 kOldestDriverVersion, kDriverVersion, kDriverVersion);
+    version = kDriverVersion;
+  }
+  st->env_driver_version = static_cast<int>(version);
+  st->settings.driver_version = st->env_driver_version;
   st->settings.fail_events = st->env_fail_events;
   st->settings.lost_after = st->env_lost_after;
   st->settings.capacity = st->env_capacity;
@@ -136,7 +146,15 @@ void write_counters_file() {
                   static_cast<unsigned long long>(c.failed_allocs.load()));
     json += buf;
   }
-  json += "\n]}\n";
+  // The calls whose number shows which fence design a run used (fake_call_cost.h).
+  json += "\n], \"calls\": {";
+  for (int i = 0; i < kCostedCallCount; ++i) {
+    const auto call = static_cast<CostedCall>(i);
+    std::snprintf(buf, sizeof buf, "%s\"%s\": %llu", i == 0 ? "" : ", ", costed_call_name(call),
+                  static_cast<unsigned long long>(costed_calls(call)));
+    json += buf;
+  }
+  json += "}}\n";
   // The path may name this process's own standard output or error (/dev/stdout, or the
   // file a shell redirected it to): reopening that with O_TRUNC would empty the file the
   // program is writing, and write from offset 0 over it. There the counters are appended,
@@ -245,6 +263,12 @@ void luma_fake_set_lost_after(uint64_t n) {
 
 void luma_fake_lose_device(void) { state().lost = true; }
 
+int luma_fake_set_driver_version(int version) {
+  if (version < kOldestDriverVersion || version > kDriverVersion) return -1;
+  state().settings.driver_version = version;
+  return 0;
+}
+
 void luma_fake_restore_device(void) {
   State& st = state();
   st.settings.lost_after = 0;
@@ -269,7 +293,9 @@ void luma_fake_reset(void) {
   luma_fake_restore_device();
   luma_fake_set_lost_after(st.env_lost_after);
   luma_fake_set_gate_open(1);
+  st.settings.driver_version = st.env_driver_version;
   reset_host_memory();
+  reset_costed_calls();
 }
 
 }  // extern "C"

@@ -56,6 +56,10 @@ LUMA_FAKE_API void luma_fake_set_lost_after(uint64_t n);
 LUMA_FAKE_API void luma_fake_lose_device(void);
 // The device is back (a test double's luxury: real lost devices stay lost).
 LUMA_FAKE_API void luma_fake_restore_device(void);
+// The driver version the stand-in plays (cuDriverGetVersion's answer; cuGetProcAddress knows
+// no entry point that came later, as an older driver does not): 11030..13000, else -1 and
+// nothing changes. For luma's paths on older drivers (cuCtxRecordEvent came in 12050).
+LUMA_FAKE_API int luma_fake_set_driver_version(int version);
 // Page-locked host memory (cuMemAllocHost_v2 / cuMemHostAlloc / cuMemFreeHost), all
 // devices: successful calls since load (or the last reset) and what is live now.
 struct luma_fake_host_counters {
@@ -68,9 +72,9 @@ LUMA_FAKE_API void luma_fake_get_host_counters(struct luma_fake_host_counters* o
 // The cost of pinning: each successful cuMemHostAlloc / cuMemAllocHost_v2 takes this many
 // microseconds more (the real driver's take milliseconds). 0: none (the default).
 LUMA_FAKE_API void luma_fake_set_host_alloc_us(uint64_t us);
-// Zeroes the counters (live_* keep describing live memory; peak restarts from it) and
-// resets capacity, failure injection (allocations, events, lost device), delay and gate to
-// their environment defaults.
+// Zeroes the counters (live_* keep describing live memory; peak restarts from it; the call
+// counts of the exit report) and resets capacity, failure injection (allocations, events,
+// lost device), delay, gate and driver version to their environment defaults.
 LUMA_FAKE_API void luma_fake_reset(void);
 
 #ifdef __cplusplus

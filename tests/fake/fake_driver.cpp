@@ -646,7 +646,7 @@ CUresult cuInit(unsigned int flags) {
 
 CUresult cuDriverGetVersion(int* version) {
   if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *version = kDriverVersion;
+  *version = state().settings.driver_version.load();
   return CUDA_SUCCESS;
 }
 
@@ -987,6 +987,7 @@ CUresult cuEventCreate(CUevent* event, unsigned int flags) {
   if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto ev = std::make_shared<Event>();
   ev->flags = flags;
+  ev->ctx = current();
   State& st = state();
   std::lock_guard lock(st.handles_m);
   st.events[ev.get()] = ev;
@@ -996,6 +997,29 @@ CUresult cuEventCreate(CUevent* event, unsigned int flags) {
 CUresult cuEventRecord(CUevent event, CUstream stream) { return record(event, stream, false); }
 CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) {
   return record(event, stream, true);
+}
+// cuda.h (12.5): "Captures in hEvent all the activities of the context hCtx at the time of
+// this call"; event and context must be of the same context (CUDA_ERROR_INVALID_HANDLE);
+// "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED if the specified context hCtx has a stream in the
+// capture mode. In such a case, the call will invalidate all the conflicting captures."
+// A null or destroyed hCtx: CUDA_ERROR_INVALID_CONTEXT (a choice: cuda.h does not say that
+// null means the current context here, and luma always names one).
+CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent) {
+  Context* c = hCtx == nullptr ? nullptr : as_context(hCtx);
+  CallCost cost(CostedCall::ctx_record_event, c == nullptr ? 0 : stream_count(c));
+  if (CUresult r = ready_event_call()) return r;
+  if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  auto ev = find_event(hEvent);
+  if (ev == nullptr || ev->ctx != c) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = check_context_sync(c)) return r;
+  std::lock_guard lock(ev->m);
+  ev->captured.reset();  // an ordinary record again, like cuEventRecord outside a capture
+  ev->captured_on.reset();
+  StreamPtr on;
+  uint64_t streams = 0;
+  ev->seq = submit_after_context(c, &on, &streams);
+  ev->stream = on;
+  return CUDA_SUCCESS;
 }
 CUresult cuEventQuery(CUevent event) {
   CallCost cost(CostedCall::event_query);

@@ -32,6 +32,7 @@ LUMA_FAKE_API CUresult cuCtxGetDevice(CUdevice* device);
 LUMA_FAKE_API CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx);
 LUMA_FAKE_API CUresult cuCtxSynchronize(void);
 LUMA_FAKE_API CUresult cuCtxSynchronize_v2(CUcontext ctx);
+LUMA_FAKE_API CUresult cuCtxRecordEvent(CUcontext ctx, CUevent event);
 
 // Pre-3.2 (32-bit) ABI: distinct functions that refuse, so a caller can tell which ABI it got.
 LUMA_FAKE_API CUresult cuMemAlloc(unsigned int* dptr, unsigned int bytesize);

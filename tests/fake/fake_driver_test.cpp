@@ -913,6 +913,122 @@ TEST_F(FakeDriver, LegacyStreamUseDuringBlockingCaptureIsImplicitError) {
   EXPECT_EQ(cuStreamDestroy_v2(non_blocking), CUDA_SUCCESS);
 }
 
+// cuCtxRecordEvent (CUDA 12.5) "captures in hEvent all the activities of the context":
+// work queued before it on any stream of the context (legacy, blocking, non-blocking,
+// per-thread) holds it back; work queued after it does not.
+TEST_F(FakeDriver, CtxRecordEventCoversEveryStreamOfTheContext) {
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&p, 4096), CUDA_SUCCESS);
+  CUstream blocking = nullptr, non_blocking = nullptr;
+  ASSERT_EQ(cuStreamCreate(&blocking, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&non_blocking, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUevent e = nullptr;
+  ASSERT_EQ(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  const CUstream each[] = {LUMA_CU_STREAM_LEGACY, blocking, non_blocking, LUMA_CU_STREAM_PER_THREAD};
+  unsigned char value = 1;
+  for (CUstream s : each) {
+    SCOPED_TRACE(value);
+    luma_fake_set_gate_open(0);
+    ASSERT_EQ(cuMemsetD8Async(p, value, 4096, s), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxRecordEvent(ctx0_, e), CUDA_SUCCESS);
+    EXPECT_EQ(cuEventQuery(e), CUDA_ERROR_NOT_READY);
+    luma_fake_set_gate_open(1);
+    EXPECT_EQ(cuEventSynchronize(e), CUDA_SUCCESS);
+    EXPECT_EQ(cuEventQuery(e), CUDA_SUCCESS);
+    EXPECT_EQ(reinterpret_cast<unsigned char*>(p)[100], value);  // the work ran first
+    ++value;
+  }
+  // With every stream idle it is complete at once, and later work does not change that.
+  luma_fake_set_gate_open(0);
+  ASSERT_EQ(cuCtxRecordEvent(ctx0_, e), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8Async(p, 9, 4096, non_blocking), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(e), CUDA_SUCCESS);
+  // A stream may wait for it like for any event.
+  CUevent after = nullptr;
+  ASSERT_EQ(cuEventCreate(&after, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxRecordEvent(ctx0_, e), CUDA_SUCCESS);  // behind the memset just queued
+  ASSERT_EQ(cuStreamWaitEvent(blocking, e, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(after, blocking), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(after), CUDA_ERROR_NOT_READY);
+  luma_fake_set_gate_open(1);
+  EXPECT_EQ(cuEventSynchronize(after), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventQuery(e), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventDestroy_v2(after), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventDestroy_v2(e), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(blocking), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(non_blocking), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+}
+
+// Its errors (cuda.h): an event of another context -> CUDA_ERROR_INVALID_HANDLE; an unknown
+// event too; a null or destroyed context -> CUDA_ERROR_INVALID_CONTEXT (the stand-in's
+// choice for null, tests/fake/README.md); a capture underway in the context ->
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the capture is invalidated.
+TEST_F(FakeDriver, CtxRecordEventErrors) {
+  CUevent e = nullptr, of_ctx1 = nullptr;
+  ASSERT_EQ(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(ctx1_), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventCreate(&of_ctx1, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(ctx0_), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxRecordEvent(ctx0_, of_ctx1), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuCtxRecordEvent(ctx1_, of_ctx1), CUDA_SUCCESS);  // from any current context
+  EXPECT_EQ(cuCtxRecordEvent(ctx0_, reinterpret_cast<CUevent>(&e)), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuCtxRecordEvent(nullptr, e), CUDA_ERROR_INVALID_CONTEXT);
+
+  CUcontext created = nullptr;
+  ASSERT_EQ(cuCtxCreate_v2(&created, 0, 0), CUDA_SUCCESS);
+  CUevent of_created = nullptr;
+  ASSERT_EQ(cuEventCreate(&of_created, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxDestroy_v2(created), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(ctx0_), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxRecordEvent(created, of_created), CUDA_ERROR_INVALID_CONTEXT);
+
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUgraph g = nullptr;
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxRecordEvent(ctx1_, of_ctx1), CUDA_SUCCESS);  // another context: no conflict
+  EXPECT_EQ(capture_status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  EXPECT_EQ(cuCtxRecordEvent(ctx0_, e), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(capture_status(s), CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(cuCtxRecordEvent(ctx0_, e), CUDA_SUCCESS);  // the capture is over
+
+  // Injected event failures count it as an event call.
+  luma_fake_set_fail_events(1);
+  EXPECT_EQ(cuCtxRecordEvent(ctx0_, e), CUDA_ERROR_UNKNOWN);
+  luma_fake_set_fail_events(0);
+  EXPECT_EQ(cuEventDestroy_v2(of_ctx1), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventDestroy_v2(e), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+// Playing an older driver: its version, and no entry point that came after it (a 12.4
+// driver does not know cuCtxRecordEvent; cuGetProcAddress then says SYMBOL_NOT_FOUND).
+TEST_F(FakeDriver, AnOlderDriverLacksLaterEntryPoints) {
+  CUresult r = CUDA_SUCCESS;
+  CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+  EXPECT_EQ(proc("cuCtxRecordEvent", 13000, 0, &r, &st), reinterpret_cast<void*>(&cuCtxRecordEvent));
+  EXPECT_EQ(proc("cuCtxRecordEvent", 12040, 0, &r, &st), nullptr);
+  EXPECT_EQ(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  ASSERT_EQ(luma_fake_set_driver_version(12040), 0);
+  int version = 0;
+  EXPECT_EQ(cuDriverGetVersion(&version), CUDA_SUCCESS);
+  EXPECT_EQ(version, 12040);
+  EXPECT_EQ(proc("cuCtxRecordEvent", 12040, 0, &r, &st), nullptr);
+  EXPECT_EQ(r, CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  EXPECT_EQ(proc("cuCtxRecordEvent", 12050, 0, &r, &st), nullptr);
+  EXPECT_EQ(r, CUDA_ERROR_INVALID_VALUE);  // asks for more than the driver is
+  EXPECT_EQ(proc("cuCtxGetDevice", 12040, 0, &r, &st), reinterpret_cast<void*>(&cuCtxGetDevice));
+  EXPECT_EQ(proc("cuMemAlloc", 12040, 0, &r, &st), reinterpret_cast<void*>(&cuMemAlloc_v2));
+  EXPECT_EQ(luma_fake_set_driver_version(11020), -1);  // before cuGetProcAddress
+  EXPECT_EQ(luma_fake_set_driver_version(13010), -1);  // newer than the stand-in
+  luma_fake_reset();
+  EXPECT_EQ(cuDriverGetVersion(&version), CUDA_SUCCESS);
+  EXPECT_EQ(version, 13000);
+}
+
 TEST_F(FakeDriver, CapturedEventCannotBeQueried) {
   CUstream s = nullptr;
   ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);

@@ -6,6 +6,8 @@
 // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND; a name whose first version is above cudaVersion ->
 // CUDA_ERROR_NOT_FOUND with CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT; cudaVersion above the
 // driver's own version -> CUDA_ERROR_INVALID_VALUE (cuda.h). pfn is NULL on every failure.
+// Playing an older driver (LUMA_FAKE_DRIVER_VERSION), rows that came later do not exist: a
+// name all of whose rows came later is unknown, as it is to that driver.
 // Works before cuInit, as the real one does (the runtime resolves cuInit through it).
 #include <cstring>
 
@@ -47,6 +49,7 @@ const Entry kEntries[] = {
     {"cuCtxGetDevice", 13000, FN(cuCtxGetDevice_v2), nullptr},
     {"cuCtxSynchronize", 2000, FN(cuCtxSynchronize), nullptr},
     {"cuCtxSynchronize", 13000, FN(cuCtxSynchronize_v2), nullptr},
+    {"cuCtxRecordEvent", 12050, FN(cuCtxRecordEvent), nullptr},
     {"cuMemAlloc", 2000, FN(cuMemAlloc), nullptr},
     {"cuMemAlloc", 3020, FN(cuMemAlloc_v2), nullptr},
     {"cuMemFree", 2000, FN(cuMemFree), nullptr},
@@ -144,7 +147,8 @@ CUresult lookup(const char* symbol, void** pfn, int cuda_version, cuuint64_t fla
   };
   if (pfn == nullptr || symbol == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *pfn = nullptr;
-  if (cuda_version > kDriverVersion) return CUDA_ERROR_INVALID_VALUE;
+  const int driver_version = state().settings.driver_version.load();
+  if (cuda_version > driver_version) return CUDA_ERROR_INVALID_VALUE;
   if ((flags & ~(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
                  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) != 0) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -152,7 +156,7 @@ CUresult lookup(const char* symbol, void** pfn, int cuda_version, cuuint64_t fla
   const Entry* best = nullptr;
   bool found_name = false;
   for (const Entry& e : kEntries) {
-    if (std::strcmp(e.name, symbol) != 0) continue;
+    if (e.version > driver_version || std::strcmp(e.name, symbol) != 0) continue;
     found_name = true;
     if (e.version <= cuda_version && (best == nullptr || e.version > best->version)) best = &e;
   }

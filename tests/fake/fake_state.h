@@ -28,7 +28,10 @@ inline constexpr size_t kAlignment = 512;
 inline constexpr uint64_t kDefaultCapacity = 1ULL << 30;  // per device; safe on small hosts
 inline constexpr int kDefaultDevices = 2;
 inline constexpr int kMaxDevices = 8;
-inline constexpr int kDriverVersion = 13000;  // what cuDriverGetVersion reports
+inline constexpr int kDriverVersion = 13000;  // the newest version the stand-in can play
+// The oldest LUMA_FAKE_DRIVER_VERSION: cuGetProcAddress came in 11.3 and the stand-in
+// (like luma) finds everything through it, so an older driver could not be played.
+inline constexpr int kOldestDriverVersion = 11030;
 // What every call returns once the device is lost (LUMA_FAKE_LOST_AFTER): cuda.h's
 // CUDA_ERROR_DEVICE_UNAVAILABLE. Defined here, not in shim/cuda_abi.h, because only the
 // stand-in produces it; luma must treat it like any other driver error.
@@ -78,6 +81,7 @@ struct Stream {
 // A recorded event completes when its stream has run everything queued before the record.
 struct Event {
   std::mutex m;
+  Context* ctx = nullptr;  // current at cuEventCreate (cuCtxRecordEvent wants the same)
   StreamPtr stream;  // null until recorded: an unrecorded event counts as complete
   uint64_t seq = 0;
   unsigned flags = 0;
@@ -95,6 +99,9 @@ struct Context {
   StreamPtr legacy;
   std::mutex m;                  // guards streams, orders submissions
   std::vector<StreamPtr> streams;  // created and per-thread streams (not legacy)
+  // Where cuCtxRecordEvent queues its marker (created at its first use, listed nowhere):
+  // a stream of the stand-in's own, so no program stream's order changes.
+  StreamPtr join;
 };
 
 // What made an allocation; decides which calls accept it and what pointer queries say.
@@ -142,12 +149,15 @@ struct Settings {
   std::atomic<uint64_t> delay_us{0};
   std::atomic<uint64_t> fail_events{0};  // every Nth event/stream call fails; 0: never
   std::atomic<uint64_t> lost_after{0};   // the device is lost after N more calls; 0: never
+  // The version cuDriverGetVersion reports; cuGetProcAddress hides later entry points.
+  std::atomic<int> driver_version{kDriverVersion};
 };
 
 struct State {
   int device_count = kDefaultDevices;
   uint64_t env_capacity = kDefaultCapacity, env_fail_every = 0, env_delay_us = 0;
   uint64_t env_fail_events = 0, env_lost_after = 0;
+  int env_driver_version = kDriverVersion;
   Settings settings;
   std::atomic<uint64_t> alloc_attempts{0};
   std::atomic<uint64_t> event_calls{0};   // event/stream calls since fail_events was set
@@ -202,6 +212,11 @@ void destroy_stream(const StreamPtr& s);  // drains, stops and joins its worker
 // Queues fn on s with legacy-stream dependencies; returns its sequence number.
 uint64_t submit(const StreamPtr& s, std::function<void()> fn, bool async);
 void synchronize_context(Context* ctx);
+// cuCtxRecordEvent: queues, on ctx's join stream, a marker that completes once everything
+// queued so far on every stream of ctx (legacy, created, per-thread) has run. Returns its
+// sequence number and the stream in *on; *streams is how many streams it waits for.
+uint64_t submit_after_context(Context* ctx, StreamPtr* on, uint64_t* streams);
+uint64_t stream_count(Context* ctx);  // streams of ctx, the legacy one included
 StreamPtr per_thread_stream(Context* ctx);  // this thread's default stream (blocking)
 
 // Shared helpers of the entry points (fake_driver.cpp).

@@ -61,14 +61,19 @@ uint64_t tail(Stream& s) {
   return s.submitted;
 }
 
-}  // namespace
-
-StreamPtr make_stream(Context* ctx, unsigned flags, bool legacy) {
+StreamPtr new_stream(Context* ctx, unsigned flags, bool legacy) {
   auto s = std::make_shared<Stream>();
   s->ctx = ctx;
   s->flags = flags;
   s->legacy = legacy;
   s->worker = std::thread(run_worker, s.get());
+  return s;
+}
+
+}  // namespace
+
+StreamPtr make_stream(Context* ctx, unsigned flags, bool legacy) {
+  StreamPtr s = new_stream(ctx, flags, legacy);
   if (!legacy) {
     std::lock_guard lock(ctx->m);
     ctx->streams.push_back(s);
@@ -101,25 +106,11 @@ void destroy_stream(const StreamPtr& s) {
   }
 }
 
-uint64_t submit(const StreamPtr& s, std::function<void()> fn, bool async) {
-  Context* ctx = s->ctx;
-  Op op;
-  op.fn = std::move(fn);
-  op.async = async;
-  // The context lock orders submissions, so the dependencies taken here are exactly the
-  // work queued earlier.
-  std::lock_guard ctx_lock(ctx->m);
-  if (s->legacy) {
-    for (auto& other : ctx->streams) {
-      if (other->blocking()) {
-        uint64_t t = tail(*other);
-        if (t != 0) op.deps.emplace_back(other, t);
-      }
-    }
-  } else if (s->blocking()) {
-    uint64_t t = tail(*ctx->legacy);
-    if (t != 0) op.deps.emplace_back(ctx->legacy, t);
-  }
+namespace {
+
+// Queues op on s; the caller holds s's context lock, so op's dependencies are exactly the
+// work queued earlier.
+uint64_t queue_op(const StreamPtr& s, Op op) {
   // A marker (an event record: no work) on a stream with nothing queued or running, whose
   // dependencies are done too, is complete at once: a GPU reaches it within microseconds,
   // where handing it to the stream's worker thread would make its completion wait for the
@@ -142,6 +133,50 @@ uint64_t submit(const StreamPtr& s, std::function<void()> fn, bool async) {
   }
   s->cv.notify_all();
   return seq;
+}
+
+}  // namespace
+
+uint64_t submit(const StreamPtr& s, std::function<void()> fn, bool async) {
+  Context* ctx = s->ctx;
+  Op op;
+  op.fn = std::move(fn);
+  op.async = async;
+  // The context lock orders submissions, so the dependencies taken here are exactly the
+  // work queued earlier.
+  std::lock_guard ctx_lock(ctx->m);
+  if (s->legacy) {
+    for (auto& other : ctx->streams) {
+      if (other->blocking()) {
+        uint64_t t = tail(*other);
+        if (t != 0) op.deps.emplace_back(other, t);
+      }
+    }
+  } else if (s->blocking()) {
+    uint64_t t = tail(*ctx->legacy);
+    if (t != 0) op.deps.emplace_back(ctx->legacy, t);
+  }
+  return queue_op(s, std::move(op));
+}
+
+uint64_t submit_after_context(Context* ctx, StreamPtr* on, uint64_t* streams) {
+  Op op;
+  std::lock_guard ctx_lock(ctx->m);
+  if (ctx->join == nullptr) ctx->join = new_stream(ctx, CU_STREAM_NON_BLOCKING, false);
+  auto after = [&](const StreamPtr& s) {
+    uint64_t t = tail(*s);
+    if (t != 0) op.deps.emplace_back(s, t);
+  };
+  after(ctx->legacy);
+  for (auto& s : ctx->streams) after(s);
+  *streams = 1 + ctx->streams.size();
+  *on = ctx->join;
+  return queue_op(ctx->join, std::move(op));
+}
+
+uint64_t stream_count(Context* ctx) {
+  std::lock_guard lock(ctx->m);
+  return 1 + ctx->streams.size();
 }
 
 void synchronize_context(Context* ctx) {

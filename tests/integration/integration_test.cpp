@@ -184,15 +184,37 @@ TEST_P(EveryKind, HazardCleanWithTheDefaultPolicy) {
   EXPECT_NE(r.result.out.find("hazard: CLEAN"), std::string::npos) << r.result.out;
 }
 
-// Issue #20: with many streams luma records no fence event on a stream the driver reports
-// idle. A slow write queued on one of 64 streams (idle at the fence before) must still
-// keep its block from reuse; without fences the same program is corrupted.
+// The stand-in's count of one driver call made in the run (its exit report's "calls").
+std::uint64_t driver_calls(const LumaRun& r, const char* name) {
+  if (!r.counters.is_object() || !r.counters.contains("calls")) return ~std::uint64_t{0};
+  return r.counters["calls"].value(name, ~std::uint64_t{0});
+}
+
+// Issue #20: with many streams a fence is one cuCtxRecordEvent, which covers every stream of
+// the context, and no stream is queried. A slow write queued on one of 64 streams must
+// still keep its block from reuse; without fences the same program is corrupted.
 TEST_P(EveryKind, HazardCleanWithManyStreams) {
   REQUIRE_PROGRAMS();
   LumaRun r = run_under_luma(GetParam(), {"hazard-streams", "64"}, {{"LUMA_FAKE_DELAY_US", "20000"}});
   EXPECT_EQ(r.result.exit_code, 0) << describe(r.result);
   EXPECT_NE(r.result.out.find("hazard-streams: Z reuses Y"), std::string::npos) << r.result.out;
   EXPECT_NE(r.result.out.find("hazard-streams: CLEAN"), std::string::npos) << r.result.out;
+  EXPECT_GE(driver_calls(r, "cuCtxRecordEvent"), 1u) << r.counters.dump();
+  EXPECT_EQ(driver_calls(r, "cuStreamQuery"), 0u) << r.counters.dump();
+}
+
+// A driver older than CUDA 12.5 has no cuCtxRecordEvent: fences go stream by stream (an
+// event on the legacy stream, and one on each non-blocking stream not reported idle), and
+// the same program stays clean. Driver-API program only: a CUDA 13 runtime needs a 13 driver.
+TEST(StreamByStreamFences, HazardCleanWithManyStreamsOnADriverBefore12_5) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma("driver", {"hazard-streams", "64"},
+                             {{"LUMA_FAKE_DELAY_US", "20000"}, {"LUMA_FAKE_DRIVER_VERSION", "12040"}});
+  EXPECT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_NE(r.result.out.find("hazard-streams: Z reuses Y"), std::string::npos) << r.result.out;
+  EXPECT_NE(r.result.out.find("hazard-streams: CLEAN"), std::string::npos) << r.result.out;
+  EXPECT_EQ(driver_calls(r, "cuCtxRecordEvent"), 0u) << r.counters.dump();
+  EXPECT_GE(driver_calls(r, "cuStreamQuery"), 64u) << r.counters.dump();
 }
 
 TEST_P(EveryKind, HazardWithManyStreamsCorruptsWithFreeSyncNone) {
