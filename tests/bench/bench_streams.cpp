@@ -3,7 +3,7 @@
 // replacement through cuMemAlloc_v2 / cuMemFree_v2, with N non-blocking streams created
 // beforehand, idle or busy. Linked against the stand-in driver; run with
 // LUMA_FAKE_CALL_COST=realistic (the stand-in then charges cuEventRecord / cuEventQuery /
-// cuStreamQuery what a GPU does, tests/fake/README.md) plain and under LD_PRELOAD=libluma.so:
+// cuStreamQuery / cuCtxRecordEvent what a GPU does, tests/fake/README.md) plain and under LD_PRELOAD=libluma.so:
 // tests/bench/bench_streams.sh does both, and an older libluma.so too when given one.
 // Busy streams: every kTopUpPairs pairs, each busy stream that the driver reports idle gets
 // a 1-byte cuMemsetD8Async, which the stand-in runs after its LUMA_FAKE_DELAY_US-like delay

@@ -1,7 +1,9 @@
 // fence_costs.cu - what the driver calls of luma's fences cost on a real GPU: cuEventRecord
 // of a timing-free event (luma's pooled events are made with CU_EVENT_DISABLE_TIMING),
 // cuEventQuery and cuStreamQuery, each on an idle stream and on a busy one (a kernel still
-// running). The stand-in driver charges assumed costs for these three calls
+// running), and cuCtxRecordEvent (CUDA 12.5: one event for all the context's work, luma's
+// fence where the driver has it) with 2, 18 and 258 streams in the context, idle, then
+// with one of them busy. The stand-in driver charges assumed costs for these calls
 // (LUMA_FAKE_CALL_COST, tests/fake/README.md "Call costs") and the many-streams benchmark's
 // verdict depends on them (docs/architecture.md, "Fences with many streams"): this program
 // replaces the assumptions with figures. Prints one row per call and stream state: median,
@@ -45,7 +47,7 @@ void measure(const char* name, const char* state, Call call) {
     for (int i = 0; i < kBatch; ++i) call();
     ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kBatch);
   }
-  std::printf("  %-14s %-5s %10.0f %10.0f %10.0f\n", name, state, percentile(ns, 0.5),
+  std::printf("  %-16s %-8s %10.0f %10.0f %10.0f\n", name, state, percentile(ns, 0.5),
               percentile(ns, 0.1), percentile(ns, 0.9));
   std::fflush(stdout);
 }
@@ -70,13 +72,29 @@ int main(int argc, char**) {
   GPU_CHECK(cudaDeviceSynchronize());
 
   std::printf("# driver calls of luma's fences, ns per call (batches of %d)\n", kBatch);
-  std::printf("# %-14s %-5s %10s %10s %10s\n", "call", "stream", "median_ns", "p10_ns", "p90_ns");
+  std::printf("# %-16s %-8s %10s %10s %10s\n", "call", "stream", "median_ns", "p10_ns", "p90_ns");
   const auto s_idle = reinterpret_cast<CUstream>(idle);
   const auto s_busy = reinterpret_cast<CUstream>(busy);
   measure("cuEventRecord", "idle", [&] { GPU_CHECK(cuEventRecord(ev_idle, s_idle)); });
   GPU_CHECK(cudaStreamSynchronize(idle));
   measure("cuEventQuery", "idle", [&] { GPU_CHECK(cuEventQuery(ev_idle)); });
   measure("cuStreamQuery", "idle", [&] { GPU_CHECK(cuStreamQuery(s_idle)); });
+  // cuCtxRecordEvent with more and more idle streams (the legacy stream counts too, as it
+  // does in the stand-in's cost): does the driver pay per stream, and how much?
+  CUcontext ctx = nullptr;
+  GPU_CHECK(cuCtxGetCurrent(&ctx));
+  std::vector<cudaStream_t> more;
+  char state[32];
+  for (int total : {2, 18, 258}) {
+    while (static_cast<int>(more.size()) + 2 < total) {
+      cudaStream_t s = nullptr;
+      GPU_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      more.push_back(s);
+    }
+    std::snprintf(state, sizeof state, "idle:%d", total + 1);
+    measure("cuCtxRecordEvent", state, [&] { GPU_CHECK(cuCtxRecordEvent(ctx, ev_idle)); });
+  }
+  GPU_CHECK(cudaDeviceSynchronize());
 
   spin_kernel<<<1, 1, 0, busy>>>(kBusySpin, stop);
   GPU_CHECK(cudaGetLastError());
@@ -90,10 +108,13 @@ int main(int argc, char**) {
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) GPU_CHECK(r);
   });
   measure("cuEventRecord", "busy", [&] { GPU_CHECK(cuEventRecord(ev_busy, s_busy)); });
+  std::snprintf(state, sizeof state, "busy:%d", static_cast<int>(more.size()) + 3);
+  measure("cuCtxRecordEvent", state, [&] { GPU_CHECK(cuCtxRecordEvent(ctx, ev_idle)); });
   const bool still_busy = cuStreamQuery(s_busy) == CUDA_ERROR_NOT_READY;
   *stop = 1;  // managed memory: the kernel sees it and ends
   GPU_CHECK(cudaDeviceSynchronize());
   std::printf("# busy stream still running at the end of its measurements: %s\n",
               still_busy ? "yes" : "NO (the busy rows are not busy)");
+  for (cudaStream_t s : more) GPU_CHECK(cudaStreamDestroy(s));
   return 0;
 }

@@ -191,7 +191,18 @@ def latency(w, failures, misses):
 
 # What the stand-in assumes for the calls of luma's fences (tests/fake/README.md, "Call
 # costs"); the GPU's figures replace them.
-FENCE_COST_ASSUMED_NS = {"cuEventRecord": 1000, "cuEventQuery": 300, "cuStreamQuery": 300}
+FENCE_COST_ASSUMED_NS = {"cuEventRecord": 1000, "cuEventQuery": 300, "cuStreamQuery": 300,
+                         "cuCtxRecordEvent": 1000}
+# cuCtxRecordEvent: 1000 ns plus this much per stream of the context (its rows say
+# "idle:N" / "busy:N", N streams with the legacy one).
+CTX_RECORD_PER_STREAM_NS = 100
+
+
+def assumed_ns(call, state):
+    ns = FENCE_COST_ASSUMED_NS[call]
+    if call == "cuCtxRecordEvent" and ":" in state:
+        ns += CTX_RECORD_PER_STREAM_NS * int(state.split(":", 1)[1])
+    return ns
 
 
 def fence_costs(w, failures):
@@ -201,7 +212,7 @@ def fence_costs(w, failures):
         f = ln.split()
         if len(f) == 5 and f[0] in FENCE_COST_ASSUMED_NS:
             rows.append(f"| {f[0]} | {f[1]} | {float(f[2]):,.0f} ns | {float(f[3]):,.0f} - "
-                        f"{float(f[4]):,.0f} ns | {FENCE_COST_ASSUMED_NS[f[0]]:,} ns |")
+                        f"{float(f[4]):,.0f} ns | {assumed_ns(f[0], f[1]):,} ns |")
     if not rows:
         failures.append(f"fence-costs: nothing measured (exit {rc_text(w.rc('fence-costs'))})")
         return []
