@@ -249,8 +249,14 @@ void run_plan(const PlanOptions& o) {
                                              : "",
                  run_lower_bound, arena_ratio(dp.report.chosen.arena, run_lower_bound));
     else if (fence_aware)
-      fmt::print("  fence-aware: no slack of 1..{} allocations keeps the arena within {:.2f} x the lower bound; "
-                 "planned without\n", max_slack, core::planner::kFenceSlackArenaBudget);
+      fmt::print("  fence-aware: no slack of 1..{} allocations for every free{} keeps the arena within {:.2f} x the "
+                 "lower bound; planned without\n",
+                 max_slack,
+                 auto_slack ? fmt::format(", nor of 1..{} for the frees where it costs at most 1/{} of the peak",
+                                          core::planner::kMaxSelectiveFenceSlack,
+                                          core::planner::kSelectivePeakAllowanceDivisor)
+                            : "",
+                 core::planner::kFenceSlackArenaBudget);
     plans.push_back(std::move(dp));
   }
   if (devices.empty()) fmt::print("{}: no buffers\n", o.input);

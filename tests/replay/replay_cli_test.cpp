@@ -136,6 +136,34 @@ TEST(ReplayCli, FenceSlackIsRecordedAndTheOptionsAreChecked) {
     EXPECT_EQ(luma("plan " + trace.string() + " " + bad).code, 2) << bad;
 }
 
+// A program whose every free is followed by an allocation of the same size at once: no
+// slack fits (each would double the arena), for every free or selectively, and luma plan
+// says that both were tried before planning without.
+TEST(ReplayCli, WhenNoSlackFitsThePlanSaysWhatWasTried) {
+  const fs::path trace = scratch() / "noslack.trace";
+  {
+    std::string error;
+    auto writer = TraceWriter::open(trace.string(), testing::sample_header(1, {"./one-buffer"}), &error);
+    ASSERT_NE(writer, nullptr) << error;
+    testing::SteadyContext context;
+    TraceSink sink(*writer, context);
+    {
+      testing::HostMemory memory(1, nullptr, &sink);
+      for (int i = 0; i < 20; ++i) memory.release(0, memory.alloc(0, 1 << 20));
+    }
+    ASSERT_TRUE(writer->close());
+  }
+  const fs::path json = scratch() / "noslack.json";
+  const LumaRun r = luma("plan " + trace.string() + " --strategy greedy -o " + json.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("fence-aware: no slack of 1..4 allocations for every free, nor of 1..16 for the frees "
+                          "where it costs at most 1/64 of the peak keeps the arena within 1.10 x the lower bound; "
+                          "planned without"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(read_plan_file(json.string()).devices[0].fence_slack);
+}
+
 // Warm-up: three buffers kept to the end; then 20 steps of five allocations, one of them
 // live across the step boundary (the planner CSV MiniMalloc reads).
 std::string periodic_csv() {
