@@ -1,7 +1,8 @@
-// stream_registry.h - the non-blocking streams the program created, per context.
-// free_sync:event records a fence on each of them (and on the legacy stream) when a block
-// is freed: work on a non-blocking stream does not wait for the legacy stream, so an event
-// on the legacy stream alone would not cover it (CUDA Programming Guide, "Default stream").
+// stream_registry.h - the non-blocking streams the program created, per context. On a
+// driver without cuCtxRecordEvent (before CUDA 12.5), free_sync:event's fence records an
+// event on each of them that is not idle (and on the legacy stream): work on a non-blocking
+// stream does not wait for the legacy stream, so an event on the legacy stream alone would
+// not cover it (CUDA Programming Guide, "Default stream"). context_fence.h.
 // Blocking streams need no entry: the legacy stream already waits for their work.
 // Must never call the driver except through the callback of for_each (under its lock).
 #pragma once
