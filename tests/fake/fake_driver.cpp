@@ -452,19 +452,17 @@ CUresult wait_event(CUstream h, CUevent e, unsigned flags, bool ptds) {
   auto ev = find_event(e);
   if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  StreamPtr target;
-  uint64_t seq;
+  Marks marks;
   {
     std::lock_guard lock(ev->m);
     bool handled = false;
     CUresult r = capture_wait(s, *ev, &handled);
     if (handled) return r;
-    target = ev->stream;
-    seq = ev->seq;
+    marks = ev->marks;
   }
   uint64_t queued = 0;
-  if (target == nullptr) return enqueue(s, nullptr, false, false, &queued);
-  return enqueue(s, [target, seq] { target->wait(seq); }, false, false, &queued);
+  if (marks.empty()) return enqueue(s, nullptr, false, false, &queued);
+  return enqueue(s, [marks] { wait_marks(marks); }, false, false, &queued);
 }
 
 CUresult record(CUevent e, CUstream h, bool ptds) {
@@ -482,8 +480,7 @@ CUresult record(CUevent e, CUstream h, bool ptds) {
   if (capture_record(*ev, s)) return CUDA_SUCCESS;  // a node of the capture now
   uint64_t seq = 0;
   if (CUresult r = enqueue(s, nullptr, false, false, &seq)) return r;
-  ev->seq = seq;
-  ev->stream = s;
+  ev->marks.assign(1, {s, seq});
   return CUDA_SUCCESS;
 }
 
@@ -1015,10 +1012,7 @@ CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent) {
   std::lock_guard lock(ev->m);
   ev->captured.reset();  // an ordinary record again, like cuEventRecord outside a capture
   ev->captured_on.reset();
-  StreamPtr on;
-  uint64_t streams = 0;
-  ev->seq = submit_after_context(c, &on, &streams);
-  ev->stream = on;
+  ev->marks = context_tails(c);
   return CUDA_SUCCESS;
 }
 CUresult cuEventQuery(CUevent event) {
@@ -1029,23 +1023,20 @@ CUresult cuEventQuery(CUevent event) {
   std::lock_guard lock(ev->m);
   if (CUresult r = capture_event_use(*ev)) return r;
   if (CUresult r = check_unsafe_call()) return r;
-  if (ev->stream == nullptr) return CUDA_SUCCESS;
-  return ev->stream->done(ev->seq) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return marks_done(ev->marks) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 CUresult cuEventSynchronize(CUevent event) {
   if (CUresult r = ready_event_call()) return r;
   auto ev = find_event(event);
   if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  StreamPtr s;
-  uint64_t seq;
+  Marks marks;
   {
     std::lock_guard lock(ev->m);
     if (CUresult r = capture_event_use(*ev)) return r;
-    s = ev->stream;
-    seq = ev->seq;
+    marks = ev->marks;
   }
   if (CUresult r = check_unsafe_call()) return r;
-  if (s != nullptr) s->wait(seq);
+  wait_marks(marks);
   return CUDA_SUCCESS;
 }
 CUresult cuEventDestroy(CUevent event) { return cuEventDestroy_v2(event); }

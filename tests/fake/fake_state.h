@@ -78,12 +78,14 @@ struct Stream {
   void wait(uint64_t seq);
 };
 
-// A recorded event completes when its stream has run everything queued before the record.
+// A recorded event completes when its stream has run everything queued before the record
+// (cuEventRecord: one mark), or every stream of its context has (cuCtxRecordEvent: a mark
+// per stream with work queued; none when all were idle).
+using Marks = std::vector<std::pair<StreamPtr, uint64_t>>;
 struct Event {
   std::mutex m;
   Context* ctx = nullptr;  // current at cuEventCreate (cuCtxRecordEvent wants the same)
-  StreamPtr stream;  // null until recorded: an unrecorded event counts as complete
-  uint64_t seq = 0;
+  Marks marks;  // empty until recorded: an unrecorded event counts as complete
   unsigned flags = 0;
   // Last recorded inside a capture sequence (then stream/seq are stale): queries and
   // synchronization give CUDA_ERROR_CAPTURED_EVENT, waits join the capture.
@@ -99,9 +101,6 @@ struct Context {
   StreamPtr legacy;
   std::mutex m;                  // guards streams, orders submissions
   std::vector<StreamPtr> streams;  // created and per-thread streams (not legacy)
-  // Where cuCtxRecordEvent queues its marker (created at its first use, listed nowhere):
-  // a stream of the stand-in's own, so no program stream's order changes.
-  StreamPtr join;
 };
 
 // What made an allocation; decides which calls accept it and what pointer queries say.
@@ -212,10 +211,12 @@ void destroy_stream(const StreamPtr& s);  // drains, stops and joins its worker
 // Queues fn on s with legacy-stream dependencies; returns its sequence number.
 uint64_t submit(const StreamPtr& s, std::function<void()> fn, bool async);
 void synchronize_context(Context* ctx);
-// cuCtxRecordEvent: queues, on ctx's join stream, a marker that completes once everything
-// queued so far on every stream of ctx (legacy, created, per-thread) has run. Returns its
-// sequence number and the stream in *on; *streams is how many streams it waits for.
-uint64_t submit_after_context(Context* ctx, StreamPtr* on, uint64_t* streams);
+// cuCtxRecordEvent: the last operation queued so far on every stream of ctx (legacy,
+// created, per-thread) that has one; the event completes once each has run, the moment
+// the last one does (as on a GPU, with no host thread of its own in between).
+Marks context_tails(Context* ctx);
+bool marks_done(const Marks& marks);
+void wait_marks(const Marks& marks);
 uint64_t stream_count(Context* ctx);  // streams of ctx, the legacy one included
 StreamPtr per_thread_stream(Context* ctx);  // this thread's default stream (blocking)
 

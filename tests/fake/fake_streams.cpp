@@ -159,19 +159,26 @@ uint64_t submit(const StreamPtr& s, std::function<void()> fn, bool async) {
   return queue_op(s, std::move(op));
 }
 
-uint64_t submit_after_context(Context* ctx, StreamPtr* on, uint64_t* streams) {
-  Op op;
+Marks context_tails(Context* ctx) {
+  Marks marks;
   std::lock_guard ctx_lock(ctx->m);
-  if (ctx->join == nullptr) ctx->join = new_stream(ctx, CU_STREAM_NON_BLOCKING, false);
   auto after = [&](const StreamPtr& s) {
     uint64_t t = tail(*s);
-    if (t != 0) op.deps.emplace_back(s, t);
+    if (t != 0) marks.emplace_back(s, t);
   };
   after(ctx->legacy);
   for (auto& s : ctx->streams) after(s);
-  *streams = 1 + ctx->streams.size();
-  *on = ctx->join;
-  return queue_op(ctx->join, std::move(op));
+  return marks;
+}
+
+bool marks_done(const Marks& marks) {
+  for (const auto& [s, seq] : marks)
+    if (!s->done(seq)) return false;
+  return true;
+}
+
+void wait_marks(const Marks& marks) {
+  for (const auto& [s, seq] : marks) s->wait(seq);
 }
 
 uint64_t stream_count(Context* ctx) {
