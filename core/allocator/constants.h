@@ -52,8 +52,8 @@ struct AllocatorOptions {
   bool release_on_oom = true;
   // With a batched-fence device (device.h), frees collect into an open epoch that one
   // fence covers. It is closed when an allocation needs its memory, or at free once it
-  // holds this many blocks or bytes (a device whose fences cost more, one driver call per
-  // stream, asks for more blocks: Device::fence_batch_blocks): a fence costs about 2 us, so 64
+  // holds this many blocks or bytes (a device whose fences cost more, e.g. with many streams,
+  // asks for more blocks: Device::fence_batch_blocks): a fence costs about 2 us, so 64
   // frees share one for ~30 ns each, while blocks that nothing has fenced (and that polling
   // therefore can never make reusable) stay few; the byte bound closes it early when big
   // blocks are freed, so they are fenced while the program runs on rather than when an

@@ -26,7 +26,7 @@
 //   blocking; fence_wait() blocks until done and returns true; fence_release() gives the
 //   token back. Each token is released exactly once.
 //   fence_batch_blocks(): how many frees one batched fence should cover at least, for a
-//   device whose fence costs grow (one driver call per stream of the context, say): the
+//   device whose fence costs grow (with the streams of the context, say): the
 //   allocator closes its epochs at max(epoch_max_blocks, this) blocks, capped by what an
 //   epoch can list, and still at epoch_max_bytes, so the memory that pending frees hold
 //   stays bounded by bytes as before. Asked after each recorded fence; 0: no opinion.

@@ -18,8 +18,8 @@ namespace luma::core {
 
 struct Epoch {
   // Most blocks one epoch holds (AllocatorOptions::epoch_max_blocks and the device's
-  // fence_batch_blocks() are capped to it). 1024: a context with hundreds of streams
-  // needs epochs that large for its fences to cost little per free (docs/architecture.md,
+  // fence_batch_blocks() are capped to it). 1024: a context with hundreds of streams may
+  // need epochs that large for its fences to cost little per free (docs/architecture.md,
   // "Fences with many streams"); the default epoch stays at 64 blocks.
   static constexpr std::size_t kCapacity = 1024;
 
