@@ -150,6 +150,37 @@ def patterns(w, failures):
     return rows if len(rows) > 2 else []
 
 
+def answers(w, failures):
+    """driver_answers on the real driver: each probe's code beside the stand-in's (a
+    DIFFERS line is a stand-in choice the GPU contradicts: correct the stand-in); under
+    luma the same lines (luma's hooks answer as the driver)."""
+    if not w.exists("answers-plain.rc"):
+        return []
+    plain, luma = w.text("answers-plain.out") or "", w.text("answers-luma.out") or ""
+    rows = ["| probe | the driver answers | the stand-in answers | under luma |",
+            "|---|---:|---:|---|"]
+    luma_lines = {ln.split(" got ")[0].strip(): ln for ln in luma.splitlines() if " got " in ln}
+    for ln in plain.splitlines():
+        m = re.match(r"(.*?)\s+got (-?\d+)\s+expected (-?\d+)\s+(ok|DIFFERS)", ln)
+        if not m:
+            continue
+        name, got, want, verdict = m.groups()
+        other = luma_lines.get(name.strip())
+        same = other is not None and other.strip() == ln.strip()
+        if verdict == "DIFFERS":
+            failures.append(f"answers: {name.strip()}: the driver answers {got}, "
+                            f"the stand-in {want} (correct the stand-in)")
+        if not same:
+            failures.append(f"answers: {name.strip()}: luma answers otherwise: "
+                            f"{(other or 'nothing').strip()}")
+        rows.append(f"| {name.strip()} | {got} | {want}{'' if verdict == 'ok' else ' (DIFFERS)'}"
+                    f" | {'same' if same else 'OTHERWISE'} |")
+    if len(rows) == 2:
+        failures.append(f"answers: nothing probed (exit {rc_text(w.rc('answers-plain'))})")
+        return []
+    return rows
+
+
 def latency_table(text):
     """{bytes: median_ns} from gpu_latency's output."""
     out = {}
@@ -218,6 +249,45 @@ def fence_costs(w, failures):
         return []
     return ["| call | stream | median | p10 - p90 | the stand-in assumes |",
             "|---|---|---:|---:|---:|"] + rows
+
+
+def streams_table(text):
+    """{(streams, state): (wall_median_ns, cpu_median_ns)} from gpu_streams' output."""
+    out = {}
+    for ln in (text or "").splitlines():
+        f = ln.split()
+        if len(f) == 9 and f[0].isdigit() and f[1] in ("idle", "busy"):
+            out[(int(f[0]), f[1])] = (float(f[2]), float(f[5]))
+    return out
+
+
+def streams(w, failures, misses):
+    """Issue #20 on the real driver: the pair with N streams, plain and under luma, and
+    luma's pair against its own pair with no streams (target: at most 2x)."""
+    raw, luma = (streams_table(w.text(n + ".out")) for n in ("streams-raw", "streams-luma"))
+    for n, table in (("streams-raw", raw), ("streams-luma", luma)):
+        if not table:
+            failures.append(f"{n}: nothing measured (exit {rc_text(w.rc(n))})")
+    if not luma:
+        return []
+    base = luma.get((0, "idle"))
+    rows = ["| streams | plain: wall / CPU per pair | luma: wall / CPU per pair | "
+            "luma / luma with none (wall, CPU) | target (<= 2x) |",
+            "|---|---:|---:|---:|---|"]
+    for key in sorted(luma, key=lambda k: (k[1] == "busy", k[0])):
+        r, l = raw.get(key), luma[key]
+        ratio, target = "", ""
+        if base and key != (0, "idle"):
+            rw, rc = l[0] / base[0], l[1] / base[1]
+            ratio = f"{rw:.2f}x, {rc:.2f}x"
+            met = rw <= 2.0 if key[1] == "idle" else min(rw, rc) <= 2.0
+            target = "met" if met else "MISSED"
+            if not met:
+                misses.append(f"streams {key[0]} {key[1]}: {rw:.2f}x wall, {rc:.2f}x CPU")
+        plain = f"{r[0]:,.0f} / {r[1]:,.0f} ns" if r else "n/a"
+        rows.append(f"| {key[0]} {key[1]} | {plain} | {l[0]:,.0f} / {l[1]:,.0f} ns | "
+                    f"{ratio} | {target} |")
+    return rows
 
 
 def torch_section(w, failures, misses):
@@ -368,6 +438,11 @@ def main(argv):
             md += ["", "Patterns of real programs (tests/programs' prog_driver, written for the "
                    "stand-in): IPC the UCX way and simpleIPC, PyTorch's graph pattern, captures "
                    "in each mode, a stream-ordered free of a cached block.", ""] + pat_rows
+        ans_rows = answers(w, failures)
+        if ans_rows:
+            md += ["", "What the driver answers where the stand-in had to choose "
+                   "(tests/programs/driver_answers.cpp; codes are CUresult values, the "
+                   "granularity is bytes):", ""] + ans_rows
     if "latency" in stages:
         lat_rows = latency(w, failures, misses)
         md += ["", "## 2. Latency: one cudaMalloc+cudaFree pair (median ns, after warm-up)", "",
@@ -377,6 +452,13 @@ def main(argv):
         if fc_rows:
             md += ["", "The driver calls of luma's fences (`gpu_fence_costs`, timing-free events, "
                    "a kernel running on the busy stream):", ""] + fc_rows
+        st_rows = streams(w, failures, misses)
+        if st_rows:
+            md += ["", "The pair with many non-blocking streams (`gpu_streams`, issue #20's "
+                   "workload: 8 live 4 KiB blocks; busy: a ~400 us kernel queued on each "
+                   "stream before every sample of 256 pairs; medians). Idle rows are judged "
+                   "by wall time, busy rows by the better of wall and CPU time (waiting for "
+                   "queued work is the bound on pending memory, not a fence cost):", ""] + st_rows
     if "torch" in stages:
         t_rows, t_notes = torch_section(w, failures, misses)
         md += ["", "## 3. PyTorch: tests/gpu/torch_train.py (4-layer transformer, batch and "

@@ -513,6 +513,21 @@ Result run_plain(const std::string& flavour, const std::vector<std::string>& arg
 // The warning luma prints when a block that does not start its segment is exported.
 const char* const kIpcInsideSegmentWarning = "a peer that uses the opened pointer itself sees the segment's start";
 
+// The corners where the stand-in chose an answer (driver_answers.cpp: frees with no current
+// context, capture misuse, cuCtxRecordEvent's errors...): the stand-in answers what
+// tests/fake/README.md says, and luma's hooks answer the same, line for line. On a GPU,
+// scripts/gpu-check runs the same program against the real driver.
+TEST(RealPrograms, DriverAnswersInTheStandInsChoicesAreTheSameUnderLuma) {
+  REQUIRE_PROGRAMS();
+  const std::string prog = setting("LUMA_IT_DRIVER_ANSWERS");
+  if (prog.empty()) GTEST_SKIP() << "driver_answers not built";
+  Result plain = run({prog}, clean_env({{"LD_LIBRARY_PATH", paths().fake_dir}}));
+  ASSERT_EQ(plain.exit_code, 0) << "the stand-in differs from its README\n" << describe(plain);
+  Result luma = run({prog}, luma_env({{"LUMA_STATS", "off"}}));
+  ASSERT_EQ(luma.exit_code, 0) << describe(luma);
+  EXPECT_EQ(luma.out, plain.out);
+}
+
 // UCX / Open MPI / NCCL: two rounds of 40 buffers of mixed sizes shared with a second
 // process as (handle of the cuMemGetAddressRange base, offset, length), the peer keeping
 // its mappings in a cache keyed by (base, BUFFER_ID) across rounds, data checked both

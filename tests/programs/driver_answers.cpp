@@ -1,0 +1,282 @@
+// driver_answers.cpp - what the driver answers in the corners where the stand-in driver
+// had to choose (tests/fake/README.md marks them "GPU check") and where luma's hooks must
+// answer as the driver does: frees with no current context, stream-ordered frees of
+// cuMemAlloc memory, capture misuse, cuCtxRecordEvent's errors, IPC with a bad handle,
+// managed memory's type, the VMM granularity. Each probe prints the code (or value) it got
+// beside the one expected, that is what the stand-in answers and tests/fake/README.md says;
+// a probe that differs prints DIFFERS and the exit is 1.
+// Run against the stand-in by the integration tests (plain and under LD_PRELOAD=libluma.so:
+// the same lines, exit 0), and against the real driver by scripts/gpu-check (plain: a
+// DIFFERS line there is a stand-in choice the GPU contradicts; under luma: the same lines as
+// plain). Linked with -lcuda (DT_NEEDED libcuda.so.1) like prog_driver.
+// Exit: 0 every answer as expected, 1 some differ, 2 usage, 77 no device.
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cuda_abi.h"
+
+extern "C" {
+CUresult cuInit(unsigned int flags);
+CUresult cuDeviceGet(CUdevice* device, int ordinal);
+CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev);
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+CUresult cuCtxSetCurrent(CUcontext ctx);
+CUresult cuCtxSynchronize();
+CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize);
+CUresult cuMemFree_v2(CUdeviceptr dptr);
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream);
+CUresult cuMemAllocHost_v2(void** p, size_t bytesize);
+CUresult cuMemFreeHost(void* p);
+CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags);
+CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr ptr);
+CUresult cuStreamCreate(CUstream* stream, unsigned int flags);
+CUresult cuStreamDestroy_v2(CUstream stream);
+CUresult cuStreamSynchronize(CUstream stream);
+CUresult cuStreamBeginCapture_v2(CUstream stream, int mode);
+CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph);
+CUresult cuGraphDestroy(CUgraph graph);
+CUresult cuEventCreate(CUevent* event, unsigned int flags);
+CUresult cuEventDestroy_v2(CUevent event);
+CUresult cuCtxRecordEvent(CUcontext ctx, CUevent event);
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags);
+CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
+                                       int option);
+}
+
+namespace {
+
+struct Probe {
+  const char* name;
+  long long expected;
+  const char* source;  // where the expectation comes from (tests/fake/README.md)
+  std::function<long long()> run;
+};
+
+CUcontext g_ctx = nullptr;
+CUstream g_stream = nullptr;
+constexpr size_t kBlock = 4096;
+
+CUdeviceptr alloc_block() {
+  CUdeviceptr p = 0;
+  cuCtxSetCurrent(g_ctx);
+  return cuMemAlloc_v2(&p, kBlock) == CUDA_SUCCESS ? p : 0;
+}
+
+// Frees p unless the probe already did (its code was success), with the context current.
+void release_unless_freed(CUdeviceptr p, CUresult probe_code) {
+  cuCtxSetCurrent(g_ctx);
+  cuCtxSynchronize();
+  if (p != 0 && probe_code != CUDA_SUCCESS) cuMemFree_v2(p);
+}
+
+// Ends a capture a probe began, whatever state it is in, and drops its graph.
+void end_capture(CUstream s) {
+  CUgraph g = nullptr;
+  cuStreamEndCapture(s, &g);
+  if (g != nullptr) cuGraphDestroy(g);
+}
+
+std::vector<Probe> probes() {
+  return {
+      {"cuMemFree of a live block, no current context", CUDA_SUCCESS,
+       "known: the driver finds the context from the pointer",
+       [] {
+         const CUdeviceptr p = alloc_block();
+         cuCtxSetCurrent(nullptr);
+         const CUresult r = cuMemFree_v2(p);
+         release_unless_freed(p, r);
+         return static_cast<long long>(r);
+       }},
+      {"cuMemFreeAsync on the legacy stream, no current context", CUDA_ERROR_INVALID_CONTEXT,
+       "choice: no legacy stream to name",
+       [] {
+         const CUdeviceptr p = alloc_block();
+         cuCtxSetCurrent(nullptr);
+         const CUresult r = cuMemFreeAsync(p, nullptr);
+         release_unless_freed(p, r);
+         return static_cast<long long>(r);
+       }},
+      {"cuMemFreeAsync on a stream of the context, no current context", CUDA_SUCCESS,
+       "choice: the stream names the context",
+       [] {
+         const CUdeviceptr p = alloc_block();
+         cuCtxSetCurrent(nullptr);
+         const CUresult r = cuMemFreeAsync(p, g_stream);
+         release_unless_freed(p, r);
+         return static_cast<long long>(r);
+       }},
+      {"cuMemFreeAsync of a cuMemAlloc block", CUDA_SUCCESS,
+       "cuda.h: a stream-ordered free of any device allocation",
+       [] {
+         const CUdeviceptr p = alloc_block();
+         const CUresult r = cuMemFreeAsync(p, g_stream);
+         cuStreamSynchronize(g_stream);
+         release_unless_freed(p, r);
+         return static_cast<long long>(r);
+       }},
+      {"cuMemFree twice", CUDA_ERROR_INVALID_VALUE, "cuda.h",
+       [] {
+         const CUdeviceptr p = alloc_block();
+         cuMemFree_v2(p);
+         return static_cast<long long>(cuMemFree_v2(p));
+       }},
+      {"cuMemFree(0)", CUDA_SUCCESS, "known, driver 590",
+       [] { return static_cast<long long>(cuMemFree_v2(0)); }},
+      {"cuMemFreeHost(NULL)", CUDA_SUCCESS, "known, driver 590",
+       [] { return static_cast<long long>(cuMemFreeHost(nullptr)); }},
+      {"cuMemFree of pinned host memory", CUDA_ERROR_INVALID_VALUE, "cuda.h",
+       [] {
+         void* h = nullptr;
+         if (cuMemAllocHost_v2(&h, kBlock) != CUDA_SUCCESS) return -1LL;
+         const CUresult r = cuMemFree_v2(reinterpret_cast<CUdeviceptr>(h));
+         if (r != CUDA_SUCCESS) cuMemFreeHost(h);
+         return static_cast<long long>(r);
+       }},
+      {"cuMemAlloc with no current context", CUDA_ERROR_INVALID_CONTEXT, "cuda.h",
+       [] {
+         CUdeviceptr p = 0;
+         cuCtxSetCurrent(nullptr);
+         const CUresult r = cuMemAlloc_v2(&p, kBlock);
+         cuCtxSetCurrent(g_ctx);
+         if (r == CUDA_SUCCESS) cuMemFree_v2(p);
+         return static_cast<long long>(r);
+       }},
+      {"managed memory: CU_POINTER_ATTRIBUTE_MEMORY_TYPE", CU_MEMORYTYPE_DEVICE,
+       "known: the driver never reports UNIFIED",
+       [] {
+         CUdeviceptr p = 0;
+         if (cuMemAllocManaged(&p, kBlock, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS) return -1LL;
+         unsigned type = 0;
+         const CUresult r = cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
+         cuMemFree_v2(p);
+         return r == CUDA_SUCCESS ? static_cast<long long>(type) : -static_cast<long long>(r);
+       }},
+      {"managed memory: CU_POINTER_ATTRIBUTE_IS_MANAGED", 1, "cuda.h",
+       [] {
+         CUdeviceptr p = 0;
+         if (cuMemAllocManaged(&p, kBlock, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS) return -1LL;
+         int managed = 0;
+         const CUresult r = cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p);
+         cuMemFree_v2(p);
+         return r == CUDA_SUCCESS ? static_cast<long long>(managed) : -static_cast<long long>(r);
+       }},
+      {"cuStreamEndCapture of a stream not capturing", CUDA_ERROR_ILLEGAL_STATE, "choice",
+       [] {
+         CUgraph g = nullptr;
+         return static_cast<long long>(cuStreamEndCapture(g_stream, &g));
+       }},
+      {"cuStreamBeginCapture on the legacy stream", CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+       "cuda.h; the code: known",
+       [] {
+         const CUresult r = cuStreamBeginCapture_v2(nullptr, CU_STREAM_CAPTURE_MODE_RELAXED);
+         if (r == CUDA_SUCCESS) end_capture(nullptr);
+         return static_cast<long long>(r);
+       }},
+      {"cuStreamBeginCapture on a capturing stream", CUDA_ERROR_ILLEGAL_STATE,
+       "cuda.h; the code: known",
+       [] {
+         if (cuStreamBeginCapture_v2(g_stream, CU_STREAM_CAPTURE_MODE_RELAXED) != CUDA_SUCCESS)
+           return -1LL;
+         const CUresult r = cuStreamBeginCapture_v2(g_stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+         end_capture(g_stream);
+         return static_cast<long long>(r);
+       }},
+      {"cuCtxRecordEvent with a NULL context", CUDA_ERROR_INVALID_CONTEXT, "choice",
+       [] {
+         CUevent e = nullptr;
+         if (cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return -1LL;
+         const CUresult r = cuCtxRecordEvent(nullptr, e);
+         cuCtxSynchronize();
+         cuEventDestroy_v2(e);
+         return static_cast<long long>(r);
+       }},
+      {"cuCtxRecordEvent while a stream of the context captures",
+       CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuda.h lists the code; when: choice",
+       [] {
+         CUevent e = nullptr;
+         if (cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return -1LL;
+         if (cuStreamBeginCapture_v2(g_stream, CU_STREAM_CAPTURE_MODE_RELAXED) != CUDA_SUCCESS)
+           return -1LL;
+         const CUresult r = cuCtxRecordEvent(g_ctx, e);
+         end_capture(g_stream);
+         cuCtxSynchronize();
+         cuEventDestroy_v2(e);
+         return static_cast<long long>(r);
+       }},
+      {"cuStreamEndCapture after that cuCtxRecordEvent", CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+       "choice: the refused call invalidates, as other refused calls in a capture",
+       [] {
+         CUevent e = nullptr;
+         if (cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return -1LL;
+         if (cuStreamBeginCapture_v2(g_stream, CU_STREAM_CAPTURE_MODE_RELAXED) != CUDA_SUCCESS)
+           return -1LL;
+         cuCtxRecordEvent(g_ctx, e);
+         CUgraph g = nullptr;
+         const CUresult r = cuStreamEndCapture(g_stream, &g);
+         if (g != nullptr) cuGraphDestroy(g);
+         cuCtxSynchronize();
+         cuEventDestroy_v2(e);
+         return static_cast<long long>(r);
+       }},
+      {"cuIpcOpenMemHandle of a handle nobody made", CUDA_ERROR_INVALID_VALUE, "choice",
+       [] {
+         CUipcMemHandle h;
+         std::memset(&h, 0xAB, sizeof h);
+         CUdeviceptr p = 0;
+         const CUresult r = cuIpcOpenMemHandle_v2(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+         return static_cast<long long>(r);
+       }},
+      {"cuMemGetAllocationGranularity (minimum, device 0), bytes", 2 << 20,
+       "known: the GPU MMU's large page",
+       [] {
+         CUmemAllocationProp prop;
+         std::memset(&prop, 0, sizeof prop);
+         prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+         prop.location.id = 0;
+         size_t g = 0;
+         const CUresult r =
+             cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+         return r == CUDA_SUCCESS ? static_cast<long long>(g) : -static_cast<long long>(r);
+       }},
+  };
+}
+
+}  // namespace
+
+int main(int argc, char**) {
+  if (argc != 1) {
+    std::fprintf(stderr, "usage: driver_answers (no arguments)\n");
+    return 2;
+  }
+  CUdevice dev = 0;
+  if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+      cuDevicePrimaryCtxRetain(&g_ctx, dev) != CUDA_SUCCESS) {
+    std::printf("driver_answers: no device\n");
+    return 77;
+  }
+  cuCtxSetCurrent(g_ctx);
+  if (cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+    std::printf("driver_answers: cuStreamCreate failed\n");
+    return 1;
+  }
+  int differ = 0;
+  for (const Probe& p : probes()) {
+    cuCtxSetCurrent(g_ctx);
+    const long long got = p.run();
+    const bool same = got == p.expected;
+    differ += same ? 0 : 1;
+    std::printf("%-62s got %-9lld expected %-9lld %s (%s)\n", p.name, got, p.expected,
+                same ? "ok" : "DIFFERS", p.source);
+  }
+  cuCtxSetCurrent(g_ctx);
+  cuCtxSynchronize();
+  cuStreamDestroy_v2(g_stream);
+  cuDevicePrimaryCtxRelease_v2(dev);
+  std::printf("driver_answers: %d of %zu answers differ from the expected ones\n", differ,
+              probes().size());
+  return differ == 0 ? 0 : 1;
+}
