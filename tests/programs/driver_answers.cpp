@@ -72,6 +72,17 @@ void release_unless_freed(CUdeviceptr p, CUresult probe_code) {
   if (p != 0 && probe_code != CUDA_SUCCESS) cuMemFree_v2(p);
 }
 
+// Allocates a block, calls `free_call` on it with the context current or with none, and
+// frees the block afterwards unless that call did: the code of `free_call`.
+template <typename Free>
+long long free_probe(bool context_current, Free free_call) {
+  const CUdeviceptr p = alloc_block();
+  if (!context_current) cuCtxSetCurrent(nullptr);
+  const CUresult r = free_call(p);
+  release_unless_freed(p, r);
+  return static_cast<long long>(r);
+}
+
 // Ends a capture a probe began, whatever state it is in, and drops its graph.
 void end_capture(CUstream s) {
   CUgraph g = nullptr;
@@ -83,39 +94,21 @@ std::vector<Probe> probes() {
   return {
       {"cuMemFree of a live block, no current context", CUDA_SUCCESS,
        "known: the driver finds the context from the pointer",
-       [] {
-         const CUdeviceptr p = alloc_block();
-         cuCtxSetCurrent(nullptr);
-         const CUresult r = cuMemFree_v2(p);
-         release_unless_freed(p, r);
-         return static_cast<long long>(r);
-       }},
+       [] { return free_probe(false, [](CUdeviceptr p) { return cuMemFree_v2(p); }); }},
       {"cuMemFreeAsync on the legacy stream, no current context", CUDA_ERROR_INVALID_CONTEXT,
        "choice: no legacy stream to name",
        [] {
-         const CUdeviceptr p = alloc_block();
-         cuCtxSetCurrent(nullptr);
-         const CUresult r = cuMemFreeAsync(p, nullptr);
-         release_unless_freed(p, r);
-         return static_cast<long long>(r);
+         return free_probe(false, [](CUdeviceptr p) { return cuMemFreeAsync(p, nullptr); });
        }},
       {"cuMemFreeAsync on a stream of the context, no current context", CUDA_SUCCESS,
        "choice: the stream names the context",
        [] {
-         const CUdeviceptr p = alloc_block();
-         cuCtxSetCurrent(nullptr);
-         const CUresult r = cuMemFreeAsync(p, g_stream);
-         release_unless_freed(p, r);
-         return static_cast<long long>(r);
+         return free_probe(false, [](CUdeviceptr p) { return cuMemFreeAsync(p, g_stream); });
        }},
       {"cuMemFreeAsync of a cuMemAlloc block", CUDA_SUCCESS,
        "cuda.h: a stream-ordered free of any device allocation",
        [] {
-         const CUdeviceptr p = alloc_block();
-         const CUresult r = cuMemFreeAsync(p, g_stream);
-         cuStreamSynchronize(g_stream);
-         release_unless_freed(p, r);
-         return static_cast<long long>(r);
+         return free_probe(true, [](CUdeviceptr p) { return cuMemFreeAsync(p, g_stream); });
        }},
       {"cuMemFree twice", CUDA_ERROR_INVALID_VALUE, "cuda.h",
        [] {
