@@ -33,11 +33,6 @@ __global__ void spin_kernel(long long cycles, volatile int* stop) {
   }
 }
 
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
-}
-
 template <typename Call>
 void measure(const char* name, const char* state, Call call) {
   for (int i = 0; i < kBatch; ++i) call();  // warm-up

@@ -3,8 +3,10 @@
 // made on the device by the code that used the memory. Needs a GPU; never run by CI.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #define GPU_CHECK(call)                                                              \
   do {                                                                               \
@@ -15,6 +17,13 @@
       std::exit(1);                                                                  \
     }                                                                                \
   } while (0)
+
+// The q-quantile (0..1) of the samples, the nearest one: what the timing programs
+// (latency.cu, fence_costs.cu, streams.cu) report as median, p10 and p90.
+inline double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
 
 // Writes v into p[0..n); `spin` iterations of busy work per thread first make it slow, so a
 // premature reuse of the block is observable.

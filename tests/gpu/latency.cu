@@ -30,12 +30,6 @@ constexpr int kDefaultSamples = 301;   // odd: the median is one sample
 // run near 10 seconds per configuration.
 constexpr double kSecondsPerSize = 1.0;
 
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const size_t i = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  return v[i];
-}
-
 void pair(size_t n) {
   void* p = nullptr;
   GPU_CHECK(cudaMalloc(&p, n));

@@ -83,6 +83,17 @@ long long free_probe(bool context_current, Free free_call) {
   return static_cast<long long>(r);
 }
 
+// A 4-byte pointer attribute (MEMORY_TYPE, IS_MANAGED) of a fresh managed block: the
+// value, or minus the error code.
+long long managed_attribute(int attribute) {
+  CUdeviceptr p = 0;
+  if (cuMemAllocManaged(&p, kBlock, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS) return -1LL;
+  unsigned value = 0;
+  const CUresult r = cuPointerGetAttribute(&value, attribute, p);
+  cuMemFree_v2(p);
+  return r == CUDA_SUCCESS ? static_cast<long long>(value) : -static_cast<long long>(r);
+}
+
 // Ends a capture a probe began, whatever state it is in, and drops its graph.
 void end_capture(CUstream s) {
   CUgraph g = nullptr;
@@ -139,23 +150,9 @@ std::vector<Probe> probes() {
        }},
       {"managed memory: CU_POINTER_ATTRIBUTE_MEMORY_TYPE", CU_MEMORYTYPE_DEVICE,
        "known: the driver never reports UNIFIED",
-       [] {
-         CUdeviceptr p = 0;
-         if (cuMemAllocManaged(&p, kBlock, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS) return -1LL;
-         unsigned type = 0;
-         const CUresult r = cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
-         cuMemFree_v2(p);
-         return r == CUDA_SUCCESS ? static_cast<long long>(type) : -static_cast<long long>(r);
-       }},
+       [] { return managed_attribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE); }},
       {"managed memory: CU_POINTER_ATTRIBUTE_IS_MANAGED", 1, "cuda.h",
-       [] {
-         CUdeviceptr p = 0;
-         if (cuMemAllocManaged(&p, kBlock, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS) return -1LL;
-         int managed = 0;
-         const CUresult r = cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p);
-         cuMemFree_v2(p);
-         return r == CUDA_SUCCESS ? static_cast<long long>(managed) : -static_cast<long long>(r);
-       }},
+       [] { return managed_attribute(CU_POINTER_ATTRIBUTE_IS_MANAGED); }},
       {"cuStreamEndCapture of a stream not capturing", CUDA_ERROR_ILLEGAL_STATE, "choice",
        [] {
          CUgraph g = nullptr;
