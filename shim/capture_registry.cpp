@@ -16,9 +16,9 @@ CaptureMode& thread_capture_mode() noexcept { return t_mode; }
 std::uint64_t this_thread_id() noexcept { return reinterpret_cast<std::uintptr_t>(&t_id); }
 
 void CaptureRegistry::begin(CUcontext ctx, CUstream stream, CaptureMode mode,
-                            std::uint64_t thread, bool blocking) {
+                            std::uint64_t thread) {
   std::lock_guard lock(mutex_);
-  captures_.push_back({ctx, stream, mode, thread, blocking});
+  captures_.push_back({ctx, stream, mode, thread});
   count_.store(captures_.size(), std::memory_order_release);
 }
 

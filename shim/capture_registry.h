@@ -23,10 +23,12 @@ enum class CaptureMode : int { global = 0, thread_local_mode = 1, relaxed = 2 };
 
 class CaptureRegistry {
  public:
-  // A capture began on `stream` of `ctx` in `mode`, on the calling thread `thread`;
-  // `blocking`: the stream synchronizes with the legacy stream (not CU_STREAM_NON_BLOCKING).
-  void begin(CUcontext ctx, CUstream stream, CaptureMode mode, std::uint64_t thread,
-             bool blocking);
+  // A capture began on `stream` of `ctx` in `mode`, on the calling thread `thread`.
+  // Nothing about the stream is asked of the driver: a query about a capturing stream
+  // (cuStreamGetFlags) is refused and invalidates the capture (docs/cuda-facts.md), and
+  // luma needs no more than this - it makes no fence, wait or release in a context while
+  // any of its streams captures, blocking or not.
+  void begin(CUcontext ctx, CUstream stream, CaptureMode mode, std::uint64_t thread);
   // The capture on `stream` ended (cuStreamEndCapture, whatever it returned) or the stream
   // went away. Unknown streams are ignored.
   void end(CUstream stream) noexcept;
@@ -54,7 +56,6 @@ class CaptureRegistry {
     CUstream stream;
     CaptureMode mode;
     std::uint64_t thread;
-    bool blocking;
   };
   mutable std::mutex mutex_;
   std::vector<Capture> captures_;  // few: a flat list

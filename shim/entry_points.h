@@ -93,7 +93,7 @@
   X(device_get, "cuDeviceGet", 2000, PFN_cuDeviceGet) \
   X(device_get_name, "cuDeviceGetName", 2000, PFN_cuDeviceGetName) \
   X(device_total_mem, "cuDeviceTotalMem", 3020, PFN_cuDeviceTotalMem_v2) \
-  X(stream_get_flags, "cuStreamGetFlags", 5050, PFN_cuStreamGetFlags) \
+  X(stream_is_capturing, "cuStreamIsCapturing", 10000, PFN_cuStreamIsCapturing) \
   X(stream_query, "cuStreamQuery", 2000, PFN_cuStreamQuery) \
   X(ctx_record_event, "cuCtxRecordEvent", 12050, PFN_cuCtxRecordEvent)
 // clang-format on

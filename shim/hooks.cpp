@@ -96,7 +96,7 @@ LUMA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
   return serve_or_forward<&RealDriver::mem_free_async>(
       "cuMemFreeAsync",
       [](State& s, CUdeviceptr p, CUstream st) {
-        return serve_mem_free_async(s, p, st, s.driver.mem_free_async);
+        return serve_mem_free_async(s, p, st, s.driver.mem_free_async, false);
       },
       dptr, stream);
 }
@@ -105,7 +105,7 @@ LUMA_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
   return serve_or_forward<&RealDriver::mem_free_async_ptsz>(
       "cuMemFreeAsync_ptsz",
       [](State& s, CUdeviceptr p, CUstream st) {
-        return serve_mem_free_async(s, p, st, s.driver.mem_free_async_ptsz);
+        return serve_mem_free_async(s, p, st, s.driver.mem_free_async_ptsz, true);
       },
       dptr, stream);
 }

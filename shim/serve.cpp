@@ -22,6 +22,7 @@
 #include "forwarded_calls.h"
 #include "limits/limited_mem_info.h"
 #include "log.h"
+#include "nvtx_memory.h"
 #include "proc_address.h"
 #include "recursion_guard.h"
 #include "signal_flush.h"
@@ -70,6 +71,14 @@ void warn_table_full() noexcept {
 // The first allocation in a context: its entry is made (once), published, and the
 // process's late duties done (the signal flush of a child forked before serving).
 [[gnu::noinline]] ContextEntry* new_entry(State& s, CUcontext ctx) {
+  // Making an entry asks the driver about the context (its device, whether it is the
+  // primary one, its memory for a limit): calls not observed to be allowed while one of the
+  // context's streams captures (docs/cuda-facts.md, "Calls during a capture"). So a context
+  // first met during its own capture is left to the driver until the capture ends: its
+  // allocations then are the driver's (uncached), as without luma.
+  if (s.captures.any() && s.captures.any_in(ctx)) return nullptr;
+  // A program cache loaded before the program's first allocation is known from the start.
+  s.program_cache.check(s.settings.core.program_cache);
   ContextEntry* found = s.contexts.find_or_create(ctx, [&]() -> ContextEntry* {
     CUdevice device = 0;
     if (s.driver.ctx_get_device(&device) != CUDA_SUCCESS) device = 0;
@@ -92,9 +101,10 @@ void warn_table_full() noexcept {
     if (e->allocator.has_plan()) e->allocator.set_divergence_sink(&s.divergence_log);
     e->primary = is_primary_context(s.driver, ctx, device);
     // Before the entry is published: the allocator's first event is already recorded.
-    if (luma::core::EventSink* sink =
-            s.oom.sink_for_new_allocator(&e->allocator, s.recorder.sink_for_new_allocator(s.driver)))
-      e->allocator.set_event_sink(sink);
+    luma::core::EventSink* sink =
+        s.oom.sink_for_new_allocator(&e->allocator, s.recorder.sink_for_new_allocator(s.driver));
+    if (luma::core::EventSink* nvtx = nvtx_memory_sink(sink)) sink = nvtx;  // a tool reads NVTX
+    if (sink != nullptr) e->allocator.set_event_sink(sink);
     log().debug("serving context {} of device {}", static_cast<void*>(ctx), device);
     return e;
   });
@@ -140,6 +150,17 @@ void report_oom(State& s, ContextEntry& e, std::size_t bytes) noexcept {
   }
 }
 
+// Whether an allocation gets a driver allocation of its own (allocate_own_segment: its
+// pointer is the start of what an IPC handle maps): LUMA_CONF=ipc_own_segment asks it by
+// size; a caching allocator of the program's own (program_cache.h) for all.
+bool own_segment(State& s, std::size_t bytes) noexcept {
+  if (s.settings.core.ipc_own_segment != 0 && bytes >= s.settings.core.ipc_own_segment) return true;
+  if (!s.settings.core.program_cache) return false;
+  if (!s.program_cache.active() && ProgramCacheWatch::segment_sized(bytes) && s.program_cache.due())
+    s.program_cache.check(true);
+  return s.program_cache.active();
+}
+
 [[gnu::always_inline]] inline CUresult allocate(State& s, CUdeviceptr* dptr, std::size_t bytes,
                                                 EntryPoint entry) {
   if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -147,7 +168,8 @@ void report_oom(State& s, ContextEntry& e, std::size_t bytes) noexcept {
   if (s.recorder.stack_depth() > 0) s.recorder.capture_stack();
   ContextEntry* e = current_entry(s);
   if (e == nullptr) return s.driver.mem_alloc(dptr, bytes);  // no context: the driver's error
-  core::AllocResult r = e->allocator.allocate(bytes);
+  core::AllocResult r = own_segment(s, bytes) ? e->allocator.allocate_own_segment(bytes)
+                                              : e->allocator.allocate(bytes);
   switch (r.status) {
     case core::AllocStatus::ok:
       *dptr = as_dptr(r.ptr);
@@ -189,11 +211,21 @@ std::optional<CUresult> refused_by_capture(State& s) noexcept {
   return r;
 }
 
-// LUMA_CONF=ipc_own_segment: an allocation this big is the driver's own (its pointer is
-// the start of what an IPC handle maps); its free, not luma's memory, is forwarded too.
-bool own_segment(const State& s, std::size_t bytes) noexcept {
-  return s.settings.core.ipc_own_segment != 0 && bytes >= s.settings.core.ipc_own_segment;
+// Whether `stream` captures: a capture luma saw begin, or one it could not see (begun by a
+// call luma does not hook, such as cuStreamBeginCaptureToGraph), which only the driver
+// knows: cuStreamIsCapturing is made to be asked during a capture (cuda.h). The NULL
+// handle of a _ptsz call is the thread's per-thread stream.
+bool stream_captures(const State& s, CUstream stream, bool per_thread) noexcept {
+  if (s.captures.capturing(stream)) return true;
+  if (s.driver.stream_is_capturing == nullptr) return false;
+  if (stream == nullptr && per_thread) stream = LUMA_CU_STREAM_PER_THREAD;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult r = s.driver.stream_is_capturing(stream, &status);
+  // The legacy stream while a blocking stream captures answers
+  // CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: a use of it would join that capture.
+  return r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT || (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE);
 }
+
 
 // A free luma answers: CUDA_SUCCESS (the block went into the cache), CUDA_ERROR_INVALID_VALUE
 // (a luma segment, but not the start of a live block: a double or interior free), or
@@ -256,7 +288,6 @@ CUresult serve_mem_alloc(State& s, CUdeviceptr* dptr, std::size_t bytes) {
   // (and the capture's invalidation) is what the program would get without luma.
   if (s.captures.any() && s.captures.forbids_unsafe_call(this_thread_id(), thread_capture_mode()))
     return s.driver.mem_alloc(dptr, bytes);
-  if (own_segment(s, bytes)) return s.driver.mem_alloc(dptr, bytes);
   return allocate(s, dptr, bytes, EntryPoint::cuMemAlloc);
 }
 
@@ -269,9 +300,7 @@ CUresult serve_mem_alloc_pitch(State& s, CUdeviceptr* dptr, std::size_t* pitch,
   if (width > SIZE_MAX - kPitchAlignment) return CUDA_ERROR_INVALID_VALUE;
   const std::size_t row = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
   if (height > SIZE_MAX / row) return CUDA_ERROR_OUT_OF_MEMORY;
-  if ((s.captures.any() &&
-       s.captures.forbids_unsafe_call(this_thread_id(), thread_capture_mode())) ||
-      own_segment(s, row * height))
+  if (s.captures.any() && s.captures.forbids_unsafe_call(this_thread_id(), thread_capture_mode()))
     return s.driver.mem_alloc_pitch(dptr, pitch, width, height, element_size);
   CUresult r = allocate(s, dptr, row * height, EntryPoint::cuMemAllocPitch);
   if (r == CUDA_SUCCESS) *pitch = row;
@@ -296,12 +325,15 @@ CUresult serve_mem_free(State& s, CUdeviceptr dptr) {
 // includes the work the free is ordered after. Anything else (cuMemAllocAsync memory above
 // all) goes to the driver's function the request named.
 CUresult serve_mem_free_async(State& s, CUdeviceptr dptr, CUstream stream,
-                              PFN_cuMemFreeAsync real) {
+                              PFN_cuMemFreeAsync real, bool per_thread) {
   if (dptr == 0) return real(dptr, stream);
   // In a capture the driver makes a stream-ordered free a graph node, and answers memory
-  // no allocation node of the graph returned - luma's blocks are such memory - with its
-  // error (and the capture's invalidation); it frees nothing then. So it is asked.
-  if (s.captures.any() && s.captures.capturing(stream)) return real(dptr, stream);
+  // no allocation node of the graph returned - cuMemAlloc memory, so luma's blocks - with
+  // CUDA_ERROR_INVALID_VALUE, freeing nothing; the capture stays valid (observed on an
+  // H200, driver 580: docs/cuda-facts.md). luma gives that answer for its blocks itself:
+  // forwarded, a block's address would name a piece of a segment to the driver.
+  if (owner_of(s, as_ptr(dptr), nullptr) != nullptr && stream_captures(s, stream, per_thread))
+    return CUDA_ERROR_INVALID_VALUE;
   // On the legacy stream with no current context there is no stream to order the free
   // after: the driver's answer is CUDA_ERROR_INVALID_CONTEXT (tests/fake/README.md; a GPU
   // check), and luma's block must not be freed by it either.
@@ -394,7 +426,10 @@ CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total) {
 
 CUresult serve_ipc_get_mem_handle(State& s, CUipcMemHandle* handle, CUdeviceptr dptr) {
   core::SegmentRange segment;
-  if (ContextEntry* e = owner_of(s, as_ptr(dptr), &segment)) {
+  ContextEntry* e = owner_of(s, as_ptr(dptr), &segment);
+  // A block's own segment is the program's allocation, exactly as the driver would have
+  // made it: its free goes back to the driver as the program's own cuMemFree would.
+  if (e != nullptr && !segment.own) {
     // The handle maps the whole segment in the peer: it must never go back to the driver
     // (and to another allocation) while a peer may have it open.
     const bool first = e->driver_device.keep_exported(segment.base);
@@ -449,18 +484,15 @@ void on_primary_context_released(State& s, CUdevice device) noexcept {
     retire_primary(s, device);
 }
 
+// Called right after the driver began the capture: from here until its end, luma asks the
+// driver nothing about that stream (docs/cuda-facts.md, "Calls during a capture": a query
+// such as cuStreamGetFlags is refused and invalidates the capture). cuCtxGetCurrent is
+// allowed (observed on an H200).
 void on_capture_begun(State& s, CUstream stream, CUstreamCaptureMode mode) noexcept {
   CUcontext ctx = nullptr;
   if (s.driver.ctx_get_current(&ctx) != CUDA_SUCCESS) ctx = nullptr;
-  // Whether the legacy stream becomes unusable (a blocking stream captures): the NULL and
-  // per-thread handles are blocking; others say so in their flags.
-  bool blocking = true;
-  unsigned flags = 0;
-  if (stream != nullptr && stream != LUMA_CU_STREAM_PER_THREAD && s.driver.stream_get_flags != nullptr &&
-      s.driver.stream_get_flags(stream, &flags) == CUDA_SUCCESS)
-    blocking = (flags & CU_STREAM_NON_BLOCKING) == 0;
   try {
-    s.captures.begin(ctx, stream, static_cast<CaptureMode>(mode), this_thread_id(), blocking);
+    s.captures.begin(ctx, stream, static_cast<CaptureMode>(mode), this_thread_id());
   } catch (...) {
     log_internal_error("cuStreamBeginCapture (capture not tracked)");
   }

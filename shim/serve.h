@@ -26,10 +26,11 @@ CUresult serve_mem_alloc(State& s, CUdeviceptr* dptr, std::size_t bytes);
 CUresult serve_mem_alloc_pitch(State& s, CUdeviceptr* dptr, std::size_t* pitch,
                                std::size_t width, std::size_t height, unsigned element_size);
 // cuMemFree_v2 and both cuMemFreeAsync twins: a luma block goes into the cache; anything
-// else goes to `real` (the driver function the program's request resolved to).
+// else goes to `real` (the driver function the program's request resolved to;
+// `per_thread`: the _ptsz twin, whose NULL stream is the per-thread stream).
 CUresult serve_mem_free(State& s, CUdeviceptr dptr);
 CUresult serve_mem_free_async(State& s, CUdeviceptr dptr, CUstream stream,
-                              PFN_cuMemFreeAsync real);
+                              PFN_cuMemFreeAsync real, bool per_thread);
 CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total);
 // cuIpcGetMemHandle: the driver exports the whole allocation, a luma segment; luma keeps
 // that segment from the driver for good and says so when the block is not its start.

@@ -15,6 +15,7 @@
 #include "forwarded_paths.h"
 #include "host_cache_driver.h"
 #include "plan_loader.h"
+#include "program_cache.h"
 #include "real_driver.h"
 #include "settings.h"
 #include "stream_registry.h"
@@ -46,6 +47,9 @@ struct State {
   TraceRecorder recorder;
   // LUMA_TRACE_STACKS / LUMA_OOM_SNAPSHOT: the evidence kept for an out-of-memory error.
   OomWatch oom;
+  // A caching allocator of the program's own (PyTorch's), recognised: its allocations get
+  // driver allocations of their own (program_cache.h).
+  ProgramCacheWatch program_cache;
   // LUMA_PLAN: the plan every context's allocator follows, and the log of divergences.
   PlanLoader plans;
   DivergenceLog divergence_log;

@@ -42,6 +42,9 @@ struct Segment {
   std::uintptr_t base = 0;
   std::size_t size = 0;
   Pool pool = Pool::small;
+  // One block's own driver allocation (CachingAllocator::allocate_own_segment): given back
+  // to the device when that block's free completes, never cached.
+  bool own = false;
   std::uint32_t self = 0;  // this record's number (RecordPool::at)
   Block* first = nullptr;
 

@@ -147,6 +147,9 @@ struct CachingAllocator::Impl {
   std::size_t polls_to_skip = 0;
   // Segments forgotten with a lost context (drop_device_memory): neither held nor freed.
   std::uint64_t segments_dropped = 0;
+  // Own segments (allocate_own_segment) held now: while there are none, a completed free
+  // costs no segment lookup.
+  std::size_t own_segments = 0;
 
   // ---- helpers ----------------------------------------------------------------------
   void emit(EventKind kind, std::uintptr_t addr, std::size_t size, std::size_t requested) noexcept {
@@ -219,6 +222,11 @@ struct CachingAllocator::Impl {
       b->next = next->next;
       if (next->next != nullptr) next->next->prev = b;
       blocks.put(next);
+    }
+    if (own_segments != 0 && b->prev == nullptr && b->next == nullptr && release_own(b)) {
+      apply_net(stats.inactive_split, p, net_blocks);
+      apply_net(stats.inactive_split_bytes, p, net_bytes);
+      return;
     }
     index_insert(b);
     if (b->is_split()) {
@@ -393,9 +401,10 @@ struct CachingAllocator::Impl {
   // Reserves a new segment for `rounded`, through the OOM retry; the segment's single
   // free block is in the index on return. nullptr with *error = 0: out of memory (host
   // or device); with *error != 0: the device's own error, which no retry can mend.
-  Block* grow(Pool p, std::size_t rounded, int* error) noexcept {
+  // own: a segment of exactly `rounded` for one block (allocate_own_segment).
+  Block* grow(Pool p, std::size_t rounded, int* error, bool own = false) noexcept {
     *error = 0;
-    const std::size_t preferred = segment_size_for(opt, rounded);
+    const std::size_t preferred = own ? rounded : segment_size_for(opt, rounded);
     try {  // before the device call, so a host allocation failure changes nothing
       segment_records.ensure(1);
       if (segments.size() == segments.capacity())  // doubling: reserve(n + 1) would copy each time
@@ -407,7 +416,7 @@ struct CachingAllocator::Impl {
     // request wants a 20 MiB segment, which a nearly full device may refuse where the
     // driver alone would still have served the request itself (min_segment still holds).
     // Only then is the cache released (it would have to be rebuilt), and both tried again.
-    const std::size_t exact = std::max(rounded, opt.min_segment);
+    const std::size_t exact = own ? rounded : std::max(rounded, opt.min_segment);
     std::size_t size = preferred;
     auto reserve = [&]() {
       size = preferred;
@@ -433,6 +442,8 @@ struct CachingAllocator::Impl {
     s->base = reinterpret_cast<std::uintptr_t>(r.base);
     s->size = size;
     s->pool = p;
+    s->own = own;
+    own_segments += own ? 1 : 0;
     Block* b = blocks.get();
     b->addr = s->base;
     b->size = size;
@@ -499,6 +510,87 @@ struct CachingAllocator::Impl {
     return reinterpret_cast<void*>(b->addr);
   }
 
+  // The own segment (allocate_own_segment) that starts at addr, as an index into segments;
+  // segments.size() if none.
+  std::size_t own_segment_at(std::uintptr_t addr) const noexcept {
+    auto it = std::lower_bound(segments.begin(), segments.end(), addr,
+                               [](const Segment* s, std::uintptr_t a) { return s->base < a; });
+    if (it == segments.end() || (*it)->base != addr || !(*it)->own) return segments.size();
+    return static_cast<std::size_t>(it - segments.begin());
+  }
+
+  // The segment at segments[i], whose one block b is free and in no index, went back to
+  // the device: forget both.
+  void forget_released_own(std::size_t i, Block* b) noexcept {
+    Segment* s = segments[i];
+    blocks.put(b);
+    drop_segment_stats(s);
+    --own_segments;
+    segments.erase(segments.begin() + static_cast<std::ptrdiff_t>(i));
+    segment_records.put(s);
+  }
+
+  // b, just completed, is the whole of its segment: an own segment goes back to the device
+  // now (b is not in the index yet). False: not own, or the device kept it (then it is an
+  // ordinary cached segment from now on).
+  bool release_own(Block* b) noexcept {
+    const std::size_t i = own_segment_at(b->addr);
+    if (i == segments.size()) return false;
+    Segment* s = segments[i];
+    if (!dev.release(reinterpret_cast<void*>(s->base), s->size)) {
+      s->own = false;
+      --own_segments;
+      return false;
+    }
+    forget_released_own(i, b);
+    return true;
+  }
+
+  // free() of an own segment's block: the driver's free is the program's own, and
+  // synchronizes as cudaFree does, so the segment goes back at once, with no fence. False
+  // when the device keeps it (a capture underway, exported): then it is fenced like any
+  // free, and tried again when its fence is done (release_own).
+  bool free_own_now(Block* b, Pool p) noexcept {
+    const std::size_t i = own_segment_at(b->addr);
+    if (i == segments.size()) return false;
+    Segment* s = segments[i];
+    if (!dev.release(reinterpret_cast<void*>(s->base), s->size)) return false;
+    stats.active.sub(p, 1);
+    stats.active_bytes.sub(p, b->size);
+    stats.requested_bytes.sub(p, b->requested);
+    emit(EventKind::free_completed, b->addr, b->size, 0);
+    forget_released_own(i, b);
+    return true;
+  }
+
+  AllocResult allocate_own(std::size_t bytes) noexcept {
+    if (bytes == 0) return {nullptr, AllocStatus::invalid_size};
+    if (bytes > kMaxRequest) {
+      record_oom(bytes);
+      return {nullptr, AllocStatus::out_of_memory};
+    }
+    try {
+      reserve_capacity();
+    } catch (...) {
+      record_oom(bytes);
+      return {nullptr, AllocStatus::out_of_memory};
+    }
+    const std::size_t rounded = (bytes + align_mask) & ~align_mask;
+    const Pool p = pool_for(opt, rounded);
+    if (!closed.empty()) poll_fences();
+    int error = 0;
+    Block* b = grow(p, rounded, &error, true);
+    if (b == nullptr && error != 0) {
+      ++stats.num_device_errors;
+      return {nullptr, AllocStatus::device_error, error};
+    }
+    if (b == nullptr) {
+      record_oom(bytes);
+      return {nullptr, AllocStatus::out_of_memory};
+    }
+    return {take(b, rounded, bytes), AllocStatus::ok};
+  }
+
   AllocResult allocate(std::size_t bytes) noexcept {
     if (bytes > kMaxRequest) {
       record_oom(bytes);
@@ -555,6 +647,8 @@ struct CachingAllocator::Impl {
     stats.allocated_bytes.sub(p, size);
     ++stats.free_calls;
     emit(EventKind::free_requested, addr, size, 0);
+    if (own_segments != 0 && free_own_now(b, p)) [[unlikely]]
+      return FreeStatus::ok;
     if (fence_mode == FenceMode::none) {
       complete(b);
       return FreeStatus::ok;
@@ -606,6 +700,7 @@ struct CachingAllocator::Impl {
   // Pending blocks must no longer be listed in an epoch that will complete them.
   void forget_segment(Segment* s) noexcept {
     const Pool p = s->pool;
+    if (s->own) --own_segments;
     for (Block* b = s->first; b != nullptr;) {
       Block* next = b->next;
       if (b->state == BlockState::in_use) {
@@ -872,6 +967,11 @@ AllocResult CachingAllocator::allocate(std::size_t bytes) noexcept {
   return impl_->allocate(bytes);
 }
 
+AllocResult CachingAllocator::allocate_own_segment(std::size_t bytes) noexcept {
+  std::lock_guard<AllocatorLock> lock(impl_->mu);
+  return impl_->allocate_own(bytes);
+}
+
 FreeStatus CachingAllocator::free(void* ptr) noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   return impl_->free(ptr);
@@ -921,7 +1021,7 @@ bool CachingAllocator::segment_of(const void* ptr, SegmentRange* out) const noex
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   const Segment* s = impl_->segment_containing(reinterpret_cast<std::uintptr_t>(ptr));
   if (s == nullptr) return false;
-  if (out != nullptr) *out = {reinterpret_cast<void*>(s->base), s->size};
+  if (out != nullptr) *out = {reinterpret_cast<void*>(s->base), s->size, s->own};
   return true;
 }
 

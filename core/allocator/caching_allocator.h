@@ -46,6 +46,7 @@ struct AllocResult {
 struct SegmentRange {
   void* base = nullptr;
   std::size_t size = 0;
+  bool own = false;  // segment_of: one block's own segment (allocate_own_segment)
 };
 
 class CachingAllocator {
@@ -57,6 +58,15 @@ class CachingAllocator {
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
   AllocResult allocate(std::size_t bytes) noexcept;
+  // An allocation that is a segment of its own: a device reservation of exactly the
+  // request (rounded to the alignment, no minimum segment), given back to the device when
+  // its free completes instead of cached. For memory the program caches itself (another
+  // allocator's segments: docs/architecture.md, "A cache under a cache") and for
+  // ipc_own_segment: the pointer is the start of what the driver allocated, so an IPC
+  // handle of it maps exactly this block. Counted, traced and limited like any other; freed
+  // by free(). A segment the device refuses to release (exported, or a capture underway)
+  // stays cached as an ordinary free segment.
+  AllocResult allocate_own_segment(std::size_t bytes) noexcept;
   FreeStatus free(void* ptr) noexcept;
 
   // Releases every wholly free segment to the device; returns the bytes released.

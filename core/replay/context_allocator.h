@@ -49,6 +49,9 @@ class ContextAllocator {
   ContextAllocator& operator=(const ContextAllocator&) = delete;
 
   AllocResult allocate(std::size_t bytes) noexcept;
+  // CachingAllocator::allocate_own_segment, always from the cache: a plan places the
+  // blocks luma carves, and such an allocation is the driver's own shape.
+  AllocResult allocate_own_segment(std::size_t bytes) noexcept { return cache_.allocate_own_segment(bytes); }
   FreeStatus free(void* ptr) noexcept;
   // The cache's empty_cache, plus: pending planned frees completed and, after a
   // divergence, the arena released if nothing in it is live (free does that already).

@@ -36,6 +36,12 @@ struct Settings {
   // so the pointer is its allocation's start: for programs that export the pointer they
   // allocated and use the peer's opened pointer as the buffer (CUDA's simpleIPC). 0: off.
   std::uint64_t ipc_own_segment = 0;
+  // A program whose own caching allocator owns its segments (PyTorch's, unless
+  // PYTORCH_NO_CUDA_MEMORY_CACHING is set) is recognised, and each of its allocations gets
+  // a segment of its own (counted, traced and limited, not cached again): the program
+  // exports its segments' starts for IPC, and a cache on top of a cache only holds more
+  // (docs/architecture.md, "A cache under a cache"). false: luma caches them anyway.
+  bool program_cache = true;
   // Memory limits (docs/settings.md, "Memory limits"): the most bytes luma reserves from
   // each device. memory_limit in bytes (0: none); memory_fraction of the device's total
   // (0: none; else 0 < f <= 1); both set: the smaller applies. limit_group: the name of a

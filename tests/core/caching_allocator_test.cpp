@@ -282,6 +282,75 @@ TEST(CachingAllocator, EmptyCacheKeepsASegmentTheDeviceWouldNotRelease) {
   LUMA_EXPECT_CLEAN(a);
 }
 
+// allocate_own_segment: a reservation of exactly the request (rounded to the alignment, no
+// minimum segment), its pointer the reservation's start, counted like any allocation, and
+// given back to the device at its free, not cached. A segment the device will not give
+// back (exported, a capture underway) stays, fenced, as an ordinary cached segment.
+TEST(CachingAllocator, OwnSegmentIsExactlyTheRequestAndGoesBackAtItsFree) {
+  HostDevice dev;
+  CachingAllocator a(dev, 0);
+  RecordingSink sink;
+  a.set_event_sink(&sink);
+  const AllocResult r = a.allocate_own_segment(2 * MiB + 100);
+  ASSERT_EQ(r.status, AllocStatus::ok);
+  LUMA_ASSERT_CLEAN(a);
+  SegmentRange seg;
+  ASSERT_TRUE(a.segment_of(r.ptr, &seg));
+  EXPECT_EQ(seg.base, r.ptr);
+  EXPECT_EQ(seg.size, 2 * MiB + 256);
+  EXPECT_EQ(dev.in_use(), 2 * MiB + 256);
+  EXPECT_EQ(a.stats().reserved_bytes.all.current, static_cast<std::int64_t>(2 * MiB + 256));
+  EXPECT_EQ(a.stats().allocated_bytes.all.current, static_cast<std::int64_t>(2 * MiB + 256));
+  // A small one too: no minimum segment.
+  const AllocResult small = a.allocate_own_segment(1000);
+  ASSERT_EQ(small.status, AllocStatus::ok);
+  EXPECT_EQ(dev.in_use(), 2 * MiB + 256 + 1024);
+  ASSERT_EQ(a.free(r.ptr), FreeStatus::ok);
+  LUMA_ASSERT_CLEAN(a);
+  EXPECT_EQ(dev.in_use(), 1024u) << "given back at its free";
+  EXPECT_EQ(a.stats().reserved_bytes.all.current, 1024);
+  EXPECT_EQ(a.free(r.ptr), FreeStatus::not_owned) << "gone: not luma's any more";
+  // An ordinary allocation afterwards is served from a new ordinary segment.
+  void* p = must_alloc(a, 4096);
+  ASSERT_EQ(a.free(p), FreeStatus::ok);
+  EXPECT_EQ(dev.segments(), 2u);
+  // The device keeps a segment: it stays, cached, and is released by empty_cache later.
+  dev.set_fail_releases(true);
+  ASSERT_EQ(a.free(small.ptr), FreeStatus::ok);
+  LUMA_ASSERT_CLEAN(a);
+  EXPECT_EQ(dev.segments(), 2u);
+  dev.set_fail_releases(false);
+  EXPECT_EQ(a.empty_cache(), 2 * MiB + 1024);
+  EXPECT_EQ(dev.in_use(), 0u);
+  EXPECT_EQ(sink.count(EventKind::segment_reserve), 3u);
+  EXPECT_EQ(sink.count(EventKind::segment_release), 3u);
+  EXPECT_EQ(sink.count(EventKind::free_completed), 3u);
+  LUMA_EXPECT_CLEAN(a);
+  a.set_event_sink(nullptr);
+}
+
+// With batched fences an own segment goes back at its free all the same (the driver's own
+// free synchronizes, as the program's would have); when the device keeps it, the block
+// waits for its fence like any free before it can be reused.
+TEST(CachingAllocator, OwnSegmentKeptByTheDeviceIsFencedLikeAnyFree) {
+  HostDevice dev;
+  dev.set_fences(true);
+  dev.set_fence_mode(FenceMode::per_free);
+  CachingAllocator a(dev, 0);
+  const AllocResult r = a.allocate_own_segment(4 * MiB);
+  ASSERT_EQ(r.status, AllocStatus::ok);
+  ASSERT_EQ(a.free(r.ptr), FreeStatus::ok);
+  EXPECT_EQ(dev.in_use(), 0u);
+  const AllocResult k = a.allocate_own_segment(4 * MiB);
+  ASSERT_EQ(k.status, AllocStatus::ok);
+  dev.set_fail_releases(true);
+  ASSERT_EQ(a.free(k.ptr), FreeStatus::ok);
+  LUMA_ASSERT_CLEAN(a);
+  EXPECT_EQ(dev.in_use(), 4 * MiB);
+  EXPECT_EQ(a.cached_bytes(), 4 * MiB);
+  LUMA_EXPECT_CLEAN(a);
+}
+
 TEST(CachingAllocator, ForeignPointerIsNotOwned) {
   HostDevice dev;
   CachingAllocator a(dev, 0);

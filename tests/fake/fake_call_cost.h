@@ -14,10 +14,10 @@ namespace luma::fake {
 // call, its driver name, nanoseconds per call on a real GPU, and nanoseconds more per
 // stream of the context the call covers (the estimates of README.md, "Call costs").
 #define LUMA_FAKE_CALL_COSTS(X)                     \
-  X(event_record, "cuEventRecord", 1000, 0)          \
-  X(event_query, "cuEventQuery", 300, 0)             \
-  X(stream_query, "cuStreamQuery", 300, 0)           \
-  X(ctx_record_event, "cuCtxRecordEvent", 1000, 100)
+  X(event_record, "cuEventRecord", 270, 0)           \
+  X(event_query, "cuEventQuery", 270, 0)             \
+  X(stream_query, "cuStreamQuery", 290, 0)           \
+  X(ctx_record_event, "cuCtxRecordEvent", 290, 0)
 
 enum class CostedCall : std::uint8_t {
 #define LUMA_FAKE_COST_ENUM(name, driver_name, ns, per_stream_ns) name,

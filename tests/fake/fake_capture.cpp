@@ -164,6 +164,13 @@ CapturePtr capture_of(const StreamPtr& s) {
   return s->capture;
 }
 
+CUresult refuse_query_of_capturing(const StreamPtr& s) {
+  std::lock_guard lock(captures().m);
+  if (s->capture == nullptr) return CUDA_SUCCESS;
+  s->capture->invalidated = true;
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
 bool legacy_blocked(const StreamPtr& s) {
   std::lock_guard lock(captures().m);
   return !implicit_conflicts(s).empty();

@@ -70,6 +70,11 @@ CUresult enqueue(const StreamPtr& s, std::function<void()> fn, bool async, bool 
 CUresult check_unsafe_call();
 // cuCtxSynchronize and cuCtxSynchronize_v2: refused while ctx has a capture (invalidates it).
 CUresult check_context_sync(Context* ctx);
+// A query about a stream (its flags) while the stream captures: the driver refuses it with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture (observed for
+// cuStreamGetFlags on an H200; README.md). 0 when s does not capture. Only
+// cuStreamIsCapturing and cuStreamGetCaptureInfo, made for the purpose, answer then.
+CUresult refuse_query_of_capturing(const StreamPtr& s);
 // The capture s takes part in (null when none).
 CapturePtr capture_of(const StreamPtr& s);
 // True when s is the legacy stream and a blocking stream of its context captures.

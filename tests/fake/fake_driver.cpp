@@ -313,8 +313,20 @@ CUresult free_async(CUdeviceptr p, CUstream h, bool ptds) {
     if (cap->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     std::lock_guard lock(st.mem_m);
     auto it = st.allocations.find(p);
-    if (it == st.allocations.end() || it->second.kind != MemKind::kGraph ||
-        it->second.graph != cap->graph.get() || it->second.flags != 0) {
+    if (it == st.allocations.end() || it->second.kind != MemKind::kGraph) {
+      // Observed on an H200 (driver 580): cuMemFreeAsync of cuMemAlloc memory in a
+      // global-mode capture answers CUDA_ERROR_INVALID_VALUE and the capture stays valid
+      // (cuStreamEndCapture 0). Any address inside cuMemAlloc memory is taken the same
+      // way (it is no graph allocation either), and every mode: global is the strictest.
+      // An address in no allocation at all is not yet observed: refused and invalidating.
+      auto inside = containing(st, p, 1);
+      if (inside == st.allocations.end() || inside->second.kind != MemKind::kDevice)
+        cap->invalidated = true;
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (it->second.graph != cap->graph.get() || it->second.flags != 0) {
+      // A graph allocation of another graph, or freed twice in this one (cuda.h,
+      // cuGraphAddMemFreeNode); whether the capture survives is not yet observed: strict.
       cap->invalidated = true;
       return CUDA_ERROR_INVALID_VALUE;
     }
@@ -441,6 +453,9 @@ CUresult stream_query(CUstream h, bool ptds) {
 CUresult stream_flags(CUstream h, unsigned* flags, bool ptds) {
   StreamPtr s;
   if (CUresult r = resolve(h, ptds, s)) return r;
+  // Observed on an H200 (driver 580): cuStreamGetFlags of a capturing stream answers
+  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture, in every mode.
+  if (CUresult r = refuse_query_of_capturing(s)) return r;
   if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *flags = s->legacy ? CU_STREAM_DEFAULT : s->flags;
   return CUDA_SUCCESS;

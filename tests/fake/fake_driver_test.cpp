@@ -1106,6 +1106,31 @@ TEST_F(FakeDriver, CaptureForksAndJoinsThroughEvents) {
   EXPECT_EQ(cuStreamDestroy_v2(s2), CUDA_SUCCESS);
 }
 
+// cuStreamGetFlags of a capturing stream (observed on an H200, driver 580): refused with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the capture invalidated, in every mode; the
+// queries made for the purpose (cuStreamIsCapturing, cuStreamGetCaptureInfo) leave it be.
+TEST_F(FakeDriver, StreamGetFlagsOfACapturingStreamIsRefusedAndInvalidatesIt) {
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  for (CUstreamCaptureMode mode : {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                   CU_STREAM_CAPTURE_MODE_RELAXED}) {
+    unsigned flags = 0;
+    EXPECT_EQ(cuStreamGetFlags(s, &flags), CUDA_SUCCESS);  // before: answered
+    EXPECT_EQ(flags, unsigned{CU_STREAM_NON_BLOCKING});
+    ASSERT_EQ(cuStreamBeginCapture_v2(s, mode), CUDA_SUCCESS);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    EXPECT_EQ(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+    EXPECT_EQ(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    EXPECT_EQ(cuStreamGetFlags(s, &flags), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) << mode;
+    EXPECT_EQ(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+    EXPECT_EQ(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    CUgraph g = nullptr;
+    EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    EXPECT_EQ(g, nullptr);
+  }
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
 // cuMemAllocAsync / cuMemFreeAsync in a capture become graph memory nodes; a free node
 // must be given memory a graph allocation node made.
 TEST_F(FakeDriver, CapturedAsyncAllocationsAreGraphMemoryNodes) {
@@ -1123,8 +1148,18 @@ TEST_F(FakeDriver, CapturedAsyncAllocationsAreGraphMemoryNodes) {
   EXPECT_EQ(cuMemFreeAsync(p, s), CUDA_ERROR_INVALID_VALUE);  // twice in one graph
   EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 
+  // cuMemAlloc memory is no graph allocation: refused, and (observed on an H200, driver
+  // 580) the capture stays valid, also for an address inside it.
   ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-  EXPECT_EQ(cuMemFreeAsync(outside, s), CUDA_ERROR_INVALID_VALUE);  // not a graph allocation
+  EXPECT_EQ(cuMemFreeAsync(outside, s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFreeAsync(outside + 512, s), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+  g = nullptr;
+  // An address in no allocation at all: not yet observed, so refused and invalidating.
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFreeAsync(CUdeviceptr{0x1000}, s), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 
   ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);

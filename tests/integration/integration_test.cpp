@@ -64,15 +64,13 @@ json parse_or_null(const std::string& text) {
   return json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
-LumaRun run_under_luma(const std::string& flavour, const std::vector<std::string>& args,
-                   const Env& extra = {}) {
+// argv (the program first) under luma, with its statistics and the stand-in's counters.
+LumaRun run_under_luma_argv(const std::vector<std::string>& argv, const Env& extra = {}) {
   std::string dir = temp_dir();
   Env env = luma_env({{"LUMA_STATS", "json"},
                       {"LUMA_STATS_FILE", dir + "/stats.json"},
                       {"LUMA_FAKE_COUNTERS", dir + "/counters.json"}});
   for (const auto& [k, v] : extra) env[k] = v;
-  std::vector<std::string> argv{paths().prog(flavour)};
-  argv.insert(argv.end(), args.begin(), args.end());
   LumaRun r;
   r.result = run(argv, env);
   r.stats = parse_or_null(read_file(dir + "/stats.json"));
@@ -81,6 +79,13 @@ LumaRun run_under_luma(const std::string& flavour, const std::vector<std::string
   std::remove((dir + "/counters.json").c_str());
   rmdir(dir.c_str());
   return r;
+}
+
+LumaRun run_under_luma(const std::string& flavour, const std::vector<std::string>& args,
+                       const Env& extra = {}) {
+  std::vector<std::string> argv{paths().prog(flavour)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_under_luma_argv(argv, extra);
 }
 
 std::string describe(const Result& r) {
@@ -526,6 +531,62 @@ TEST(RealPrograms, DriverAnswersInTheStandInsChoicesAreTheSameUnderLuma) {
   Result luma = run({prog}, luma_env({{"LUMA_STATS", "off"}}));
   ASSERT_EQ(luma.exit_code, 0) << describe(luma);
   EXPECT_EQ(luma.out, plain.out);
+}
+
+// torch.multiprocessing's way, over a caching allocator of the program's own (the
+// stand-in of PyTorch's libc10_cuda.so): each tensor is shared as (handle of its segment's
+// start, offset), many tensors to a segment. luma recognises the program's cache and gives
+// each of its segments a driver allocation of its own, so every tensor reaches the peer
+// intact with no setting, and the segments are counted in luma's statistics. With the
+// recognition off (as luma was before it), the segment start is a block inside a luma
+// segment, the handle maps luma's segment and the peer reads other bytes.
+TEST(RealPrograms, TorchMultiprocessingIpcOverTheProgramsOwnCacheIsExact) {
+  REQUIRE_PROGRAMS();
+  const std::string prog = setting("LUMA_IT_TORCH_IPC");
+  if (prog.empty()) GTEST_SKIP() << "prog_torch_ipc not built";
+  Result plain = run({prog, "40", "2"}, clean_env({{"LD_LIBRARY_PATH", paths().fake_dir}}));
+  ASSERT_EQ(plain.exit_code, 0) << "without luma\n" << describe(plain);
+  LumaRun r = run_under_luma_argv({prog, "40", "2"}, {{"LUMA_LOG_LEVEL", "info"}});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_EQ(r.result.out, plain.out);
+  EXPECT_NE(r.result.err.find("PyTorch's CUDA caching allocator is active"), std::string::npos) << r.result.err;
+  const json& s = device_stats(r.stats, 0);
+  ASSERT_TRUE(s.is_object()) << r.stats.dump();
+  // Every segment of the program's cache was one of luma's, none cached again: the driver
+  // saw exactly the program's own allocations, and all went back at its empty_cache.
+  EXPECT_GE(s["cuda_malloc_calls"].get<int>(), 3) << s.dump();
+  EXPECT_EQ(s["cuda_malloc_calls"], s["alloc_calls"]) << s.dump();
+  EXPECT_EQ(s["cuda_free_calls"], s["cuda_malloc_calls"]) << s.dump();
+  EXPECT_EQ(device_counters(r.counters, 0)["live_allocations"].get<int>(), 0) << r.counters.dump();
+
+  LumaRun off = run_under_luma_argv({prog, "40", "2"}, {{"LUMA_CONF", "program_cache:0"}});
+  EXPECT_EQ(off.result.exit_code, 1) << "luma's blocks under the program's segments\n" << describe(off.result);
+}
+
+// A program with no cache of its own allocating segment-sized blocks is served from luma's
+// cache as ever: the recognition looks at loaded libraries, not at sizes.
+TEST(RealPrograms, SegmentSizedAllocationsWithoutAProgramCacheAreCached) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma("driver", {"loop", "200", "2097152"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  const json& s = device_stats(r.stats, 0);
+  ASSERT_TRUE(s.is_object()) << r.stats.dump();
+  EXPECT_EQ(s["cuda_malloc_calls"].get<int>(), 1) << s.dump();
+}
+
+// With an NVTX tool present (NVTX_INJECTION64_PATH: a recorder of the memory API's calls),
+// every block luma hands out is a region of its requested size inside a heap that is its
+// segment, unregistered at the program's free; a segment given back takes its heap along.
+// The program checks the recorder against the blocks it holds at four points.
+TEST(NvtxMemory, RegionsAreTheLiveBlocksAndHeapsTheSegments) {
+  REQUIRE_PROGRAMS();
+  const std::string recorder = setting("LUMA_IT_NVTX_RECORDER");
+  if (recorder.empty()) GTEST_SKIP() << "built without the NVTX headers";
+  LumaRun r = run_under_luma_argv({setting("LUMA_IT_NVTX_BLOCKS_PROG")},
+                                  {{"NVTX_INJECTION64_PATH", recorder}, {"LUMA_CONF", "ipc_own_segment:32M"}});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_NE(r.result.out.find("the registered regions were the live blocks at every check"), std::string::npos)
+      << r.result.out;
 }
 
 // UCX / Open MPI / NCCL: two rounds of 40 buffers of mixed sizes shared with a second

@@ -23,7 +23,7 @@ TEST(CaptureRegistry, NothingIsForbiddenWithoutACapture) {
 
 TEST(CaptureRegistry, AGlobalCaptureForbidsEveryGlobalModeThread) {
   CaptureRegistry r;
-  r.begin(ctx(0), stream(1), CaptureMode::global, kCapturer, false);
+  r.begin(ctx(0), stream(1), CaptureMode::global, kCapturer);
   EXPECT_TRUE(r.forbids_unsafe_call(kCapturer, CaptureMode::global));
   EXPECT_TRUE(r.forbids_unsafe_call(kOther, CaptureMode::global));
   EXPECT_FALSE(r.forbids_unsafe_call(kOther, CaptureMode::thread_local_mode));
@@ -35,7 +35,7 @@ TEST(CaptureRegistry, AGlobalCaptureForbidsEveryGlobalModeThread) {
 
 TEST(CaptureRegistry, AThreadLocalCaptureForbidsOnlyItsThread) {
   CaptureRegistry r;
-  r.begin(ctx(0), stream(1), CaptureMode::thread_local_mode, kCapturer, false);
+  r.begin(ctx(0), stream(1), CaptureMode::thread_local_mode, kCapturer);
   EXPECT_TRUE(r.forbids_unsafe_call(kCapturer, CaptureMode::global));
   EXPECT_TRUE(r.forbids_unsafe_call(kCapturer, CaptureMode::thread_local_mode));
   EXPECT_FALSE(r.forbids_unsafe_call(kOther, CaptureMode::global));
@@ -43,7 +43,7 @@ TEST(CaptureRegistry, AThreadLocalCaptureForbidsOnlyItsThread) {
 
 TEST(CaptureRegistry, ARelaxedCaptureForbidsNothingButIsStillUnderway) {
   CaptureRegistry r;
-  r.begin(ctx(0), stream(1), CaptureMode::relaxed, kCapturer, true);
+  r.begin(ctx(0), stream(1), CaptureMode::relaxed, kCapturer);
   EXPECT_FALSE(r.forbids_unsafe_call(kCapturer, CaptureMode::global));
   EXPECT_TRUE(r.any_in(ctx(0)));
   EXPECT_FALSE(r.any_in(ctx(1)));
@@ -53,8 +53,8 @@ TEST(CaptureRegistry, ARelaxedCaptureForbidsNothingButIsStillUnderway) {
 
 TEST(CaptureRegistry, EndingAContextEndsItsCaptures) {
   CaptureRegistry r;
-  r.begin(ctx(0), stream(1), CaptureMode::global, kCapturer, false);
-  r.begin(ctx(1), stream(2), CaptureMode::relaxed, kOther, false);
+  r.begin(ctx(0), stream(1), CaptureMode::global, kCapturer);
+  r.begin(ctx(1), stream(2), CaptureMode::relaxed, kOther);
   r.end_context(ctx(0));
   EXPECT_FALSE(r.capturing(stream(1)));
   EXPECT_TRUE(r.capturing(stream(2)));
