@@ -153,12 +153,17 @@ void report_oom(State& s, ContextEntry& e, std::size_t bytes) noexcept {
 // Whether an allocation gets a driver allocation of its own (allocate_own_segment: its
 // pointer is the start of what an IPC handle maps): LUMA_CONF=ipc_own_segment asks it by
 // size; a caching allocator of the program's own (program_cache.h) for all.
-bool own_segment(State& s, std::size_t bytes) noexcept {
-  if (s.settings.core.ipc_own_segment != 0 && bytes >= s.settings.core.ipc_own_segment) return true;
-  if (!s.settings.core.program_cache) return false;
-  if (!s.program_cache.active() && ProgramCacheWatch::segment_sized(bytes) && s.program_cache.due())
+[[gnu::always_inline]] inline bool own_segment(State& s, std::size_t bytes) noexcept {
+  if (s.program_cache.active()) [[unlikely]]
+    return true;
+  const std::size_t ipc = s.settings.core.ipc_own_segment;
+  if (ipc != 0 && bytes >= ipc) [[unlikely]]
+    return true;
+  if (ProgramCacheWatch::segment_sized(bytes) && s.settings.core.program_cache && s.program_cache.due()) [[unlikely]] {
     s.program_cache.check(true);
-  return s.program_cache.active();
+    return s.program_cache.active();
+  }
+  return false;
 }
 
 [[gnu::always_inline]] inline CUresult allocate(State& s, CUdeviceptr* dptr, std::size_t bytes,

@@ -158,14 +158,14 @@ struct CachingAllocator::Impl {
 
   bool oversize(std::size_t size) const noexcept { return size >= opt.max_split_size; }
 
-  FreeIndex& index_for(Pool p, std::size_t size) noexcept {
+  [[gnu::always_inline]] FreeIndex& index_for(Pool p, std::size_t size) noexcept {
     return index_[pool_index(p)][oversize(size) ? 1 : 0];
   }
 
   // The free-block count is the indexes' own (free_block_count), not a statistic kept
   // on the hot path.
-  void index_insert(Block* b) noexcept { index_for(b->pool, b->size).insert(b); }
-  void index_remove(Block* b) noexcept { index_for(b->pool, b->size).remove(b); }
+  [[gnu::always_inline]] void index_insert(Block* b) noexcept { index_for(b->pool, b->size).insert(b); }
+  [[gnu::always_inline]] void index_remove(Block* b) noexcept { index_for(b->pool, b->size).remove(b); }
   std::uint64_t free_block_count() const noexcept {
     std::uint64_t n = 0;
     for (const auto& per_pool : index_)
@@ -195,7 +195,7 @@ struct CachingAllocator::Impl {
 
   // A block whose fences are done (or that had none) becomes free and merges with its
   // free neighbours; inactive_split follows PyTorch's free_block net-change accounting.
-  void complete(Block* b) noexcept {
+  [[gnu::always_inline]] void complete(Block* b) noexcept {
     const Pool p = b->pool;
     stats.active.sub(p, 1);
     stats.active_bytes.sub(p, b->size);
@@ -222,11 +222,6 @@ struct CachingAllocator::Impl {
       b->next = next->next;
       if (next->next != nullptr) next->next->prev = b;
       blocks.put(next);
-    }
-    if (own_segments != 0 && b->prev == nullptr && b->next == nullptr && release_own(b)) {
-      apply_net(stats.inactive_split, p, net_blocks);
-      apply_net(stats.inactive_split_bytes, p, net_bytes);
-      return;
     }
     index_insert(b);
     if (b->is_split()) {
@@ -358,7 +353,7 @@ struct CachingAllocator::Impl {
     return true;
   }
 
-  Block* find_free(Pool p, std::size_t rounded) noexcept {
+  [[gnu::always_inline]] Block* find_free(Pool p, std::size_t rounded) noexcept {
     Block* b = index_for(p, rounded).find(rounded);
     // PyTorch's max_non_split_rounding: an oversize request does not take a block so much
     // bigger that the rest (which is never split off) would be wasted.
@@ -512,7 +507,7 @@ struct CachingAllocator::Impl {
 
   // The own segment (allocate_own_segment) that starts at addr, as an index into segments;
   // segments.size() if none.
-  std::size_t own_segment_at(std::uintptr_t addr) const noexcept {
+  [[gnu::noinline, gnu::cold]] std::size_t own_segment_at(std::uintptr_t addr) const noexcept {
     auto it = std::lower_bound(segments.begin(), segments.end(), addr,
                                [](const Segment* s, std::uintptr_t a) { return s->base < a; });
     if (it == segments.end() || (*it)->base != addr || !(*it)->own) return segments.size();
@@ -521,7 +516,7 @@ struct CachingAllocator::Impl {
 
   // The segment at segments[i], whose one block b is free and in no index, went back to
   // the device: forget both.
-  void forget_released_own(std::size_t i, Block* b) noexcept {
+  [[gnu::noinline, gnu::cold]] void forget_released_own(std::size_t i, Block* b) noexcept {
     Segment* s = segments[i];
     blocks.put(b);
     drop_segment_stats(s);
@@ -530,10 +525,11 @@ struct CachingAllocator::Impl {
     segment_records.put(s);
   }
 
-  // b, just completed, is the whole of its segment: an own segment goes back to the device
-  // now (b is not in the index yet). False: not own, or the device kept it (then it is an
-  // ordinary cached segment from now on).
-  bool release_own(Block* b) noexcept {
+  // free() of an own segment's block: the driver's free is the program's own, and
+  // synchronizes as cudaFree does, so the segment goes back at once, with no fence. False
+  // when the device keeps it (a capture underway): from then on it is an ordinary segment,
+  // its block fenced like any free, and released by empty_cache.
+  [[gnu::noinline, gnu::cold]] bool free_own_now(Block* b, Pool p) noexcept {
     const std::size_t i = own_segment_at(b->addr);
     if (i == segments.size()) return false;
     Segment* s = segments[i];
@@ -542,19 +538,6 @@ struct CachingAllocator::Impl {
       --own_segments;
       return false;
     }
-    forget_released_own(i, b);
-    return true;
-  }
-
-  // free() of an own segment's block: the driver's free is the program's own, and
-  // synchronizes as cudaFree does, so the segment goes back at once, with no fence. False
-  // when the device keeps it (a capture underway, exported): then it is fenced like any
-  // free, and tried again when its fence is done (release_own).
-  bool free_own_now(Block* b, Pool p) noexcept {
-    const std::size_t i = own_segment_at(b->addr);
-    if (i == segments.size()) return false;
-    Segment* s = segments[i];
-    if (!dev.release(reinterpret_cast<void*>(s->base), s->size)) return false;
     stats.active.sub(p, 1);
     stats.active_bytes.sub(p, b->size);
     stats.requested_bytes.sub(p, b->requested);
@@ -563,35 +546,10 @@ struct CachingAllocator::Impl {
     return true;
   }
 
-  AllocResult allocate_own(std::size_t bytes) noexcept {
-    if (bytes == 0) return {nullptr, AllocStatus::invalid_size};
-    if (bytes > kMaxRequest) {
-      record_oom(bytes);
-      return {nullptr, AllocStatus::out_of_memory};
-    }
-    try {
-      reserve_capacity();
-    } catch (...) {
-      record_oom(bytes);
-      return {nullptr, AllocStatus::out_of_memory};
-    }
-    const std::size_t rounded = (bytes + align_mask) & ~align_mask;
-    const Pool p = pool_for(opt, rounded);
-    if (!closed.empty()) poll_fences();
-    int error = 0;
-    Block* b = grow(p, rounded, &error, true);
-    if (b == nullptr && error != 0) {
-      ++stats.num_device_errors;
-      return {nullptr, AllocStatus::device_error, error};
-    }
-    if (b == nullptr) {
-      record_oom(bytes);
-      return {nullptr, AllocStatus::out_of_memory};
-    }
-    return {take(b, rounded, bytes), AllocStatus::ok};
-  }
-
-  AllocResult allocate(std::size_t bytes) noexcept {
+  // own: a segment of its own for this one block (allocate_own_segment): no free block is
+  // looked for, and the segment is exactly the rounded request. One body for both, so the
+  // hot path's helpers keep a single caller each (and stay inlined).
+  [[gnu::noinline]] AllocResult allocate(std::size_t bytes, bool own) noexcept {
     if (bytes > kMaxRequest) {
       record_oom(bytes);
       return {nullptr, AllocStatus::out_of_memory};
@@ -607,12 +565,15 @@ struct CachingAllocator::Impl {
     const std::size_t rounded = (bytes + align_mask) & ~align_mask;
     const Pool p = pool_for(opt, rounded);
     if (!closed.empty()) poll_fences();
-    Block* b = find_free(p, rounded);
-    // Waiting for a pending free of this pool is cheaper than a new segment.
-    while (b == nullptr && reclaim_pending(p)) b = find_free(p, rounded);
+    Block* b = nullptr;
+    if (!own) [[likely]] {
+      b = find_free(p, rounded);
+      // Waiting for a pending free of this pool is cheaper than a new segment.
+      while (b == nullptr && reclaim_pending(p)) b = find_free(p, rounded);
+    }
     if (b == nullptr) {
       int error = 0;
-      b = grow(p, rounded, &error);
+      b = grow(p, rounded, &error, own);
       if (b == nullptr && error != 0) {
         ++stats.num_device_errors;
         return {nullptr, AllocStatus::device_error, error};
@@ -628,7 +589,7 @@ struct CachingAllocator::Impl {
   // Reads one pointer-map bucket and never the block record (until the block's epoch
   // completes): see LiveBlock (block.h) and epoch.h. requested_bytes drops when the free
   // completes, with active_bytes, as PyTorch's does (its free_block).
-  FreeStatus free(const void* ptr) noexcept {
+  [[gnu::always_inline]] FreeStatus free(const void* ptr) noexcept {
     const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
     LiveBlock lb;
     if (!live.take(addr, &lb)) {
@@ -964,12 +925,13 @@ CachingAllocator::~CachingAllocator() = default;
 AllocResult CachingAllocator::allocate(std::size_t bytes) noexcept {
   if (bytes == 0) return {nullptr, AllocStatus::invalid_size};
   std::lock_guard<AllocatorLock> lock(impl_->mu);
-  return impl_->allocate(bytes);
+  return impl_->allocate(bytes, false);
 }
 
 AllocResult CachingAllocator::allocate_own_segment(std::size_t bytes) noexcept {
+  if (bytes == 0) return {nullptr, AllocStatus::invalid_size};
   std::lock_guard<AllocatorLock> lock(impl_->mu);
-  return impl_->allocate_own(bytes);
+  return impl_->allocate(bytes, true);
 }
 
 FreeStatus CachingAllocator::free(void* ptr) noexcept {

@@ -48,7 +48,7 @@ class FreeIndex {
     return {m - kSlBits + 1 - low, static_cast<unsigned>((u >> (m - kSlBits)) - (std::uint64_t{1 - low} << kSlBits))};
   }
 
-  void insert(Block* b) noexcept {
+  [[gnu::always_inline]] void insert(Block* b) noexcept {
     const Class c = class_of(b->size);
     b->fl = static_cast<std::uint8_t>(c.fl);
     b->sl = static_cast<std::uint8_t>(c.sl);
@@ -63,7 +63,7 @@ class FreeIndex {
     ++count_;
   }
 
-  void remove(Block* b) noexcept {
+  [[gnu::always_inline]] void remove(Block* b) noexcept {
     Block* const prev = b->list_prev;
     Block* const next = b->list_next;
     Block*& head = heads_[b->fl][b->sl];
@@ -79,7 +79,7 @@ class FreeIndex {
     --count_;
   }
 
-  Block* find(std::size_t size) const noexcept {
+  [[gnu::always_inline]] Block* find(std::size_t size) const noexcept {
     const Class c = class_of(size);
     Block* own = heads_[c.fl][c.sl];
     if (own != nullptr && own->size >= size) return own;

@@ -48,7 +48,7 @@ class PointerMap {
   // Whether one more insert fits without growing.
   bool has_room() const noexcept { return (size_ + 2) * kLoadDenominator <= buckets_count_ * kWays; }
 
-  void insert(std::uintptr_t key, const V& value) noexcept {  // caller reserved; key absent
+  [[gnu::always_inline]] void insert(std::uintptr_t key, const V& value) noexcept {  // caller reserved; key absent
     const std::size_t h = home(key);
     std::size_t b = h;
     for (;;) {
@@ -79,7 +79,7 @@ class PointerMap {
   }
 
   // Removes key and gives its value.
-  bool take(std::uintptr_t key, V* out) noexcept {
+  [[gnu::always_inline]] bool take(std::uintptr_t key, V* out) noexcept {
     std::size_t b = 0;
     unsigned i = 0;
     if (!locate(key, &b, &i)) return false;
@@ -123,7 +123,7 @@ class PointerMap {
            static_cast<unsigned>(bucket.key[2] == key) << 2 | static_cast<unsigned>(bucket.key[3] == key) << 3;
   }
 
-  bool locate(std::uintptr_t key, std::size_t* bucket, unsigned* slot) const noexcept {
+  [[gnu::always_inline]] bool locate(std::uintptr_t key, std::size_t* bucket, unsigned* slot) const noexcept {
     if (buckets_count_ == 0 || key == 0) return false;
     const std::size_t h = home(key);
     unsigned m = match(buckets_[h], key);
