@@ -120,11 +120,13 @@ bool PythonFrameReader::configure(const Layout& layout, const PythonTypes& types
   return true;
 }
 
-bool PythonFrameReader::is_object_of(std::uintptr_t p, std::uintptr_t type) const noexcept {
+[[gnu::always_inline]] inline bool PythonFrameReader::is_object_of(
+    std::uintptr_t p, std::uintptr_t type) const noexcept {
   return plausible(p) && load<std::uintptr_t>(p + layout_.ob_type) == type;
 }
 
-PythonFrameReader::Identity PythonFrameReader::identity_of(std::uintptr_t code) const noexcept {
+[[gnu::always_inline]] inline PythonFrameReader::Identity PythonFrameReader::identity_of(
+    std::uintptr_t code) const noexcept {
   const Layout& l = layout_;
   Identity id;
   id.filename = load<std::uintptr_t>(code + l.code_filename);
@@ -133,6 +135,34 @@ PythonFrameReader::Identity PythonFrameReader::identity_of(std::uintptr_t code) 
   id.linetable = load<std::uintptr_t>(code + l.code_linetable);
   id.first_line = load<std::int32_t>(code + l.code_firstlineno);
   return id;
+}
+
+// Inlined into read(): every frame looks its code object up.
+[[gnu::always_inline]] inline const PythonFrameReader::Site* PythonFrameReader::find(
+    std::uintptr_t code, const Identity& now) const noexcept {
+  std::uint32_t i = slot_of(code);
+  for (std::uint32_t probe = 0; probe < kSlots; ++probe, i = (i + 1) & (kSlots - 1)) {
+    const Site* s = slots_[i].load(std::memory_order_acquire);
+    if (s == nullptr) return nullptr;
+    if (s->code == code) return s->identity == now ? s : nullptr;
+  }
+  return nullptr;
+}
+
+// Inlined into read() too.
+[[gnu::always_inline]] inline std::uint32_t PythonFrameReader::line_of(
+    const Site* site, const Identity& now, std::uint32_t offset) noexcept {
+  // One word per slot: site number (16 bits), offset (24), line (24); 0 is empty.
+  static_assert(kMaxSites <= 0xFFFF, "a site number must fit 16 bits");
+  if (offset > kField24) return compute_line(now, offset);
+  const std::uint64_t key = std::uint64_t{site->number} << 48 | std::uint64_t{offset} << 24;
+  const auto slot = static_cast<std::uint32_t>(
+      (key >> 24) * 0x9E3779B97F4A7C15ull >> (64 - kLineCacheSlotsLog2));
+  const std::uint64_t word = lines_[slot].load(std::memory_order_relaxed);
+  if ((word & ~std::uint64_t{kField24}) == key) return static_cast<std::uint32_t>(word & kField24);
+  const std::uint32_t line = compute_line(now, offset);
+  if (line <= kField24) lines_[slot].store(key | line, std::memory_order_relaxed);
+  return line;
 }
 
 std::uint32_t PythonFrameReader::read(std::uintptr_t tstate, std::uintptr_t thread_id,
@@ -194,17 +224,6 @@ std::uint32_t PythonFrameReader::read(std::uintptr_t tstate, std::uintptr_t thre
     frame = previous;
   }
   return n;
-}
-
-const PythonFrameReader::Site* PythonFrameReader::find(std::uintptr_t code,
-                                                       const Identity& now) const noexcept {
-  std::uint32_t i = slot_of(code);
-  for (std::uint32_t probe = 0; probe < kSlots; ++probe, i = (i + 1) & (kSlots - 1)) {
-    const Site* s = slots_[i].load(std::memory_order_acquire);
-    if (s == nullptr) return nullptr;
-    if (s->code == code) return s->identity == now ? s : nullptr;
-  }
-  return nullptr;
 }
 
 const PythonFrameReader::Site* PythonFrameReader::name(std::uintptr_t code,
@@ -288,20 +307,6 @@ void* PythonFrameReader::arena_alloc(std::size_t bytes, std::size_t align) noexc
   }
   chunk_used_ = at + bytes;
   return chunk_ + at;
-}
-
-std::uint32_t PythonFrameReader::line_of(const Site* site, const Identity& now,
-                                         std::uint32_t offset) noexcept {
-  // One word per slot: site number (16 bits), offset (24), line (24); 0 is empty.
-  if (offset > kField24 || site->number > 0xFFFF) return compute_line(now, offset);
-  const std::uint64_t key = std::uint64_t{site->number} << 48 | std::uint64_t{offset} << 24;
-  const auto slot = static_cast<std::uint32_t>(
-      (key >> 24) * 0x9E3779B97F4A7C15ull >> (64 - kLineCacheSlotsLog2));
-  const std::uint64_t word = lines_[slot].load(std::memory_order_relaxed);
-  if ((word & ~std::uint64_t{kField24}) == key) return static_cast<std::uint32_t>(word & kField24);
-  const std::uint32_t line = compute_line(now, offset);
-  if (line <= kField24) lines_[slot].store(key | line, std::memory_order_relaxed);
-  return line;
 }
 
 std::uint32_t PythonFrameReader::compute_line(const Identity& now,
