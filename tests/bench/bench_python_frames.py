@@ -3,7 +3,7 @@
                          [--python PYTHON] [--instructions]
 
 The cost of Python call sites per allocation: a Python loop of N (default 100000)
-cuMemAlloc/cuMemFree pairs, made 10 Python frames deep, on the stand-in driver, in fresh
+cuMemAlloc/cuMemFree pairs, 11 Python frames deep, on the stand-in driver, in fresh
 interpreters, through
 
   pydll  ctypes.PyDLL: the GIL held during the call;
@@ -64,7 +64,8 @@ CALLGRIND_PAIRS = (1000, 6000)
 
 def environment(libluma, fake_dir, extra, work):
     env = {k: v for k, v in os.environ.items() if not k.startswith("LUMA_") and k != "LD_PRELOAD"}
-    env.update(LD_PRELOAD=libluma, LD_LIBRARY_PATH=fake_dir, LUMA_STATS="off")
+    # PYTHONHASHSEED: the same str hashes (dict layouts) in every run, for repeatable counts.
+    env.update(LD_PRELOAD=libluma, LD_LIBRARY_PATH=fake_dir, LUMA_STATS="off", PYTHONHASHSEED="0")
     for k, v in extra.items():
         env[k] = os.path.join(work, "t.trace") if v == "T" else v
     return env
