@@ -88,7 +88,7 @@ class PythonFrameReader {
   std::uint32_t read(std::uintptr_t tstate, std::uintptr_t thread_id,
                      PythonFrameRef* out) noexcept;
 
-  // Code objects named so far (for tests and the debug log).
+  // Code objects named so far (for tests).
   std::uint32_t sites() const noexcept { return sites_.load(std::memory_order_relaxed); }
 
   // The site of a frame whose code could not be named.
