@@ -150,8 +150,8 @@ const Variable kVariables[] = {
      },
      [](const ShimSettings& s) { return std::to_string(s.trace_stacks); }},
     {"LUMA_TRACE_PYTHON", "32",
-     "with LUMA_TRACE_STACKS, in a Python program: record up to N Python frames (file, "
-     "function, line) with each alloc made while the thread holds the GIL; 0: none",
+     "with LUMA_TRACE_STACKS, in a Python program (CPython 3.10-3.13): record up to N "
+     "Python frames (file, function, line) with each alloc, GIL held or not; 0: none",
      [](std::string_view v, ShimSettings& s, std::vector<std::string>&) {
        unsigned n = 0;
        auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);

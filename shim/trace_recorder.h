@@ -50,7 +50,7 @@ class TraceRecorder {
 
   // In an allocating hook, before the allocator is called: the program's return
   // addresses into call_context() (frames inside libluma.so skipped), and its Python
-  // frames when the thread holds the GIL (python_frames.h).
+  // frames, GIL held or not (python_frames.h).
   void capture_stack() noexcept;
 
   // At exit (after the statistics): stop recording, wait for events in flight, close.

@@ -40,23 +40,24 @@ def venv_python(venv):
     return os.path.join(venv, "bin", "python")
 
 
-def ensure_bindings(test, venv):
-    """The venv's python, with cuda-bindings==PIN installed (installed now if needed).
-    `test` names the caller in its skip and failure lines."""
+def ensure_bindings(test, venv, base=None):
+    """The venv's python, with cuda-bindings==PIN installed (installed now if needed), made
+    from the interpreter `base` (default: this one). `test` names the caller in its skip
+    and failure lines."""
     os.makedirs(os.path.dirname(os.path.abspath(venv)), exist_ok=True)
     with open(venv + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-        return _ensure_locked(test, venv)
+        return _ensure_locked(test, venv, base or sys.executable)
 
 
-def _ensure_locked(test, venv):
+def _ensure_locked(test, venv, base):
     marker = os.path.join(venv, "luma-installed-" + PACKAGE)
     python = venv_python(venv)
     if os.path.exists(marker) and os.access(python, os.X_OK):
         return python
     shutil.rmtree(venv, ignore_errors=True)  # a half-made one from an interrupted run
     started = time.monotonic()
-    made = subprocess.run([sys.executable, "-m", "venv", venv], capture_output=True, text=True)
+    made = subprocess.run([base, "-m", "venv", venv], capture_output=True, text=True)
     if made.returncode != 0:
         skip(test, "python3 -m venv does not work here (%s)" % made.stderr.strip()[-200:])
     try:
@@ -75,7 +76,7 @@ def _ensure_locked(test, venv):
         if found:
             skip(test, "PyPI not reachable (pip install %s: %s)" % (PACKAGE, found[0]))
         if "No matching distribution" in out:
-            skip(test, "no %s wheel for this Python (%s)" % (PACKAGE, sys.version.split()[0]))
+            skip(test, "no %s wheel for %s" % (PACKAGE, base))
         fail(test, "pip install %s failed:\n%s" % (PACKAGE, out[-3000:]))
     with open(marker, "w") as f:
         f.write("installed in %.1f s\n" % (time.monotonic() - started))

@@ -2,13 +2,12 @@
 """python_frames_prog.py MODE - allocates through the CUDA driver API from named Python
 functions, for python_frames_check.py (run under libluma.so on the stand-in driver).
 
-MODE pydll: through ctypes.PyDLL, which keeps the GIL during the foreign call, so luma
-            sees the Python frames: allocate_small (3 x 1 MiB) and allocate_large (1 x 4
-            MiB) on the main thread, Worker.allocate_in_thread (2 x 2 MiB) on a Python
-            thread, one allocation while an exception is being handled (which it must
-            leave as it was);
+MODE pydll: through ctypes.PyDLL, which keeps the GIL during the foreign call:
+            allocate_small (3 x 1 MiB) and allocate_large (1 x 4 MiB) on the main thread,
+            Worker.allocate_in_thread (2 x 2 MiB) on a Python thread, one allocation while
+            an exception is being handled (which it must leave as it was);
 MODE cdll:  the same calls through ctypes.CDLL, which releases the GIL around the call:
-            luma must record native frames only, and neither crash nor hang.
+            luma reads the same Python frames without it (and neither crashes nor hangs).
 The lines the checker looks for carry a "# LINE:" marker. Prints "done" at the end.
 """
 import ctypes
