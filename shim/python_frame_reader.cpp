@@ -1,6 +1,8 @@
 // python_frame_reader.cpp - see python_frame_reader.h.
 #include "python_frame_reader.h"
 
+#include <chrono>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -228,10 +230,17 @@ std::uint32_t PythonFrameReader::read(std::uintptr_t tstate, std::uintptr_t thre
 
 const PythonFrameReader::Site* PythonFrameReader::name(std::uintptr_t code,
                                                        const Identity& now) noexcept {
+  // Another thread naming a code object holds the mutex for microseconds, unless the
+  // scheduler took the core from it (two threads allocating in new code at once, on a
+  // loaded machine): wait for it, but only so long (a mutex a fork left locked is never
+  // released): past that the frame is "<unknown>" this once.
   std::unique_lock<std::mutex> lock(naming_, std::defer_lock);
-  for (int tries = 0; !lock.try_lock(); ++tries) {
-    if (tries >= kLockTries) return nullptr;  // "<unknown>" this once, never a wait
-    std::this_thread::yield();
+  if (!lock.try_lock()) {
+    const auto deadline = std::chrono::steady_clock::now() + kLockPatience;
+    while (!lock.try_lock()) {
+      if (std::chrono::steady_clock::now() >= deadline) return nullptr;
+      std::this_thread::yield();
+    }
   }
   // The slot of this address: where another thread may just have named it, or where an
   // earlier code object at the same address was (replaced: its entry stays readable).

@@ -20,14 +20,15 @@
 // has the same file, name and line table (pointers) and first line; otherwise it is named
 // again. Lines are cached by (code object entry, instruction offset) in a direct-mapped
 // table of single 64-bit words. Lookups take no lock; naming a new code object takes a
-// mutex with try_lock (a few tries; a busy or inherited-locked mutex names the frame
-// "<unknown>" this once, never a wait).
+// mutex, waiting at most kLockPatience for another thread that is naming (a mutex a fork
+// left locked names the frame "<unknown>" this once, never a hang).
 //
 // Must never: allocate (except the arena, under the mutex, when a code object is first
 // named), call into the interpreter, or block.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -71,7 +72,8 @@ class PythonFrameReader {
   static constexpr unsigned kMaxSteps = 4 * kMaxPythonFramesSetting;  // shim frames too
   static constexpr std::uint32_t kMaxNameBytes = core::trace::kMaxPythonNameBytes;
   static constexpr std::size_t kMaxLineTableBytes = std::size_t{1} << 24;
-  static constexpr int kLockTries = 64;
+  // How long naming waits for another thread that is naming (python_frame_reader.cpp).
+  static constexpr std::chrono::microseconds kLockPatience{5000};
 
   PythonFrameReader() = default;
   ~PythonFrameReader();
