@@ -172,6 +172,20 @@ void print_text(const SimulateOptions& o, const std::string& format, const core:
   row("  (live below the run's peak live)", cells(runs, [](const DeviceRun& r) {
         return r.result.attributed ? "-" + mib(r.result.at_peak.live_below_peak) : std::string("-");
       }), width);
+  if (any_failed) {
+    fmt::print("  where it ran out (the refused allocation):\n");
+    auto fpart = [&](const std::string& label, std::uint64_t A::*field) {
+      row(label, cells(runs, [&](const DeviceRun& r) { return r.result.completed ? "-" : mib(r.result.at_failure.*field); }), width);
+    };
+    fpart("  reserved", &A::reserved);
+    fpart("  live (requested)", &A::live_requested);
+    fpart("  rounding and rests not split off", &A::unsplit);
+    fpart("  waiting for a fence", &A::pending);
+    fpart("  free: pieces smaller than the request", &A::free_pieces_too_small);
+    fpart("  free: segments smaller than it", &A::free_segments_too_small);
+    fpart("  free: in the other pool", &A::free_other_pool);
+    fpart("  free: large enough, kept whole", &A::free_fitting);
+  }
   if (o.min_limit) {
     row("smallest memory_limit that completes", cells(runs, [&](const DeviceRun& r) {
           return fmt::format("{:.3f} x", ratio(r.min_limit->completes, live));

@@ -96,6 +96,7 @@ SimResult simulate(const SimSequence& seq, const SimOptions& o) {
       r.completed = false;
       r.failed_op = i;
       r.failed_bytes = op.bytes;
+      if (o.attribute) attribute(alloc, seq, i, nullptr, r.at_failure);
       break;
     }
     ptr[op.id] = got.ptr;

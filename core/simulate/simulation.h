@@ -70,6 +70,9 @@ struct SimResult {
   std::uint64_t alloc_retries = 0;  // cache released and the reservation retried
   bool attributed = false;
   PeakAttribution at_peak;
+  // !completed: the same view of the moment the allocation was refused (its request is
+  // the refused one; nothing was reserved for it, so new_segment_rest is 0).
+  PeakAttribution at_failure;
   std::vector<std::string> check_errors;  // the allocator's invariant check at the end
 };
 

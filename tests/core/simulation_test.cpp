@@ -45,6 +45,11 @@ SimOptions with(const std::string& conf, std::uint64_t latency = 0) {
   return o;
 }
 
+// The attribution tests place as 99a7bb6 did (20 MiB shared segments, no release before
+// growth), so that each category appears where the test builds it; the policy itself is
+// tested below (Growth...) and in placement_test.cpp.
+constexpr const char* kKeep = "large_segment:20M,max_split_size:1024G,release_free_segments:false";
+
 std::uint64_t attributed_sum(const PeakAttribution& a) {
   return a.live_requested + a.rounding + a.unsplit + a.pending + a.new_segment_rest + a.free_pieces_too_small +
          a.free_segments_too_small + a.free_other_pool + a.free_fitting;
@@ -78,7 +83,7 @@ TEST(Simulation, AnOwnSegmentRequestReservesItsRoundedSizeAndReusesIt) {
 TEST(Simulation, TheRestOfANewSharedSegmentIsAttributedToSegmentSizing) {
   Builder b;
   b.alloc(0, 1536 * KiB);  // large pool, below min_large_alloc: a 20 MiB shared segment
-  const SimResult r = simulate(b.s, with(""));
+  const SimResult r = simulate(b.s, with(kKeep));
   ASSERT_TRUE(r.attributed);
   EXPECT_EQ(r.peak_reserved, 20 * MiB);
   EXPECT_EQ(r.at_peak.live_requested, 1536 * KiB);
@@ -91,7 +96,7 @@ TEST(Simulation, AWhollyFreeSegmentTooSmallForTheRequestIsNamed) {
   const auto a = b.alloc(0, 12 * MiB);
   b.free(1, a);
   b.alloc(2, 16 * MiB);  // the free 12 MiB segment cannot serve it
-  const SimResult r = simulate(b.s, with("large_segment:20M"));
+  const SimResult r = simulate(b.s, with(kKeep));
   ASSERT_TRUE(r.attributed);
   EXPECT_EQ(r.at_peak.allocation, 1u);
   EXPECT_EQ(r.at_peak.request, 16 * MiB);
@@ -101,6 +106,48 @@ TEST(Simulation, AWhollyFreeSegmentTooSmallForTheRequestIsNamed) {
   EXPECT_EQ(attributed_sum(r.at_peak), r.peak_reserved);
 }
 
+TEST(Simulation, GrowthReleasesTheFreeSegmentsTooSmallForIt) {
+  Builder b;
+  const auto a = b.alloc(0, 12 * MiB);
+  b.free(1, a);
+  b.alloc(2, 16 * MiB);  // above the high-water mark of 12 MiB: the free 12 MiB goes first
+  const SimResult r = simulate(b.s, with(""));
+  EXPECT_EQ(r.reserves, 2u);
+  EXPECT_EQ(r.releases, 1u);
+  EXPECT_EQ(r.peak_reserved, 16 * MiB);
+  const SimResult kept = simulate(b.s, with("release_free_segments:false"));
+  EXPECT_EQ(kept.releases, 0u);
+  EXPECT_EQ(kept.peak_reserved, 28 * MiB);
+}
+
+TEST(Simulation, GrowthReleasesTheOtherPoolOnlyAsFarAsItNeeds) {
+  Builder b;
+  const auto x = b.alloc(0, 30 * MiB), y = b.alloc(1, 30 * MiB);
+  const auto small = b.alloc(2, 4096);  // a 2 MiB small-pool segment: 62 MiB, the mark
+  b.free(3, x), b.free(4, y), b.free(5, small);
+  b.alloc(6, 40 * MiB);  // needs 40 MiB under the mark: both 30 MiB segments, not the small one
+  const SimResult r = simulate(b.s, with(""));
+  EXPECT_EQ(r.releases, 2u);
+  EXPECT_EQ(r.peak_reserved, 62 * MiB);
+  EXPECT_TRUE(r.check_errors.empty());
+}
+
+TEST(Simulation, NearAMemoryLimitALargeRequestGetsASegmentOfItsOwnSize) {
+  Builder b;
+  const auto a = b.alloc(0, 40 * MiB);
+  b.alloc(1, 30 * MiB);
+  b.alloc(2, 20 * MiB);  // 70 of 100 MiB held: under pressure from here (less than half left)
+  b.free(3, a);
+  b.alloc(4, 8 * MiB);   // tight: not a piece of the free 40 MiB; it is released, 8 MiB reserved
+  const SimResult tight = simulate(b.s, with("memory_limit:100M"));
+  ASSERT_TRUE(tight.completed);
+  EXPECT_EQ(tight.reserves, 4u);
+  EXPECT_EQ(tight.releases, 1u);
+  const SimResult free_run = simulate(b.s, with(""));
+  EXPECT_EQ(free_run.reserves, 3u);  // no limit: the 8 MiB block is cut from the free 40 MiB
+  EXPECT_EQ(free_run.releases, 0u);
+}
+
 TEST(Simulation, RoundingPiecesAndTheOtherPoolAreSeparated) {
   Builder b;
   b.alloc(0, 100);                        // small pool: rounded to 256 B
@@ -108,7 +155,7 @@ TEST(Simulation, RoundingPiecesAndTheOtherPoolAreSeparated) {
   b.alloc(2, 2 * MiB);                    // the same segment: 15 MiB left in it
   b.free(3, big);                         // a 3 MiB piece between live blocks
   b.alloc(4, 16 * MiB);                   // fits neither piece: a new segment
-  const SimResult r = simulate(b.s, with(""));
+  const SimResult r = simulate(b.s, with(kKeep));
   ASSERT_TRUE(r.attributed);
   const PeakAttribution& a = r.at_peak;
   EXPECT_EQ(a.rounding, 156u);
@@ -152,7 +199,7 @@ TEST(Simulation, AttributionAddsUpOnARandomRunUnderEverySetting) {
     }
   }
   finish_sim_sequence(b.s);
-  for (const char* conf : {"", "large_segment:64M", "max_split_size:32M", "min_split:1M"}) {
+  for (const char* conf : {"", kKeep, "large_segment:64M", "max_split_size:64M", "min_split:1M", "memory_limit:1G"}) {
     for (std::uint64_t latency : {std::uint64_t{0}, std::uint64_t{5000}}) {
       const SimResult r = simulate(b.s, with(conf, latency));
       ASSERT_TRUE(r.completed) << conf;

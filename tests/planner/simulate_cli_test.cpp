@@ -69,8 +69,13 @@ nlohmann::json json_of(const LumaRun& r) {
   return nlohmann::json::parse(r.output);
 }
 
+// The placement of 99a7bb6, in settings: 20 MiB shared segments, no max_split_size, no
+// release before growth.
+const std::string kOldPlacement = "large_segment:20M,max_split_size:18446744073709551615,release_free_segments:false";
+
 TEST(SimulateCli, ReplaysTheTorchTrainSequenceAsTheStandInDriverDid) {
-  const nlohmann::json j = json_of(luma("simulate " + torch_train().string() + " --json", false));
+  const nlohmann::json j =
+      json_of(luma("simulate " + torch_train().string() + " --conf " + kOldPlacement + " --json", false));
   EXPECT_EQ(j["format"], "RMM log");
   ASSERT_EQ(j["devices"].size(), 1u);
   const nlohmann::json& d = j["devices"][0];
@@ -78,7 +83,7 @@ TEST(SimulateCli, ReplaysTheTorchTrainSequenceAsTheStandInDriverDid) {
   EXPECT_EQ(d["peak_live_bytes"], 911404800u);
   EXPECT_EQ(d["has_clock"], true);
   const nlohmann::json& run = d["runs"][0];
-  EXPECT_EQ(run["conf"], "default");
+  EXPECT_EQ(run["conf"], kOldPlacement);
   EXPECT_EQ(run["completed"], true);
   // The figure the same sequence gave through cuMemAlloc/cuMemFree on the stand-in driver
   // under libluma.so with the placement of 99a7bb6 (tests/data/README.md).
@@ -90,6 +95,14 @@ TEST(SimulateCli, ReplaysTheTorchTrainSequenceAsTheStandInDriverDid) {
                         "free_segments_too_small_bytes", "free_other_pool_bytes", "free_fitting_bytes"})
     sum += at[k].get<std::uint64_t>();
   EXPECT_EQ(sum, run["peak_reserved_bytes"].get<std::uint64_t>());
+}
+
+TEST(SimulateCli, TheDefaultsOnTorchTrainMeetThePlacementTargets) {
+  const nlohmann::json j = json_of(luma("simulate " + torch_train().string() + " --json", false));
+  const nlohmann::json& run = j["devices"][0]["runs"][0];
+  EXPECT_EQ(run["conf"], "default");
+  EXPECT_LE(run["peak_reserved_over_peak_live"].get<double>(), 1.20);  // measured 1.104
+  EXPECT_LE(run["driver_allocations"].get<double>(), 0.02 * 30612);    // measured 190
 }
 
 TEST(SimulateCli, SettingsSideBySideInText) {
