@@ -22,5 +22,6 @@ void add_plan_command(CLI::App& app);
 void add_stats_command(CLI::App& app);   // stats_command.cpp (trace work)
 void add_export_command(CLI::App& app);  // export_command.cpp (trace work)
 void add_run_command(CLI::App& app);     // run_command.cpp: luma run
+void add_simulate_command(CLI::App& app);  // simulate_command.cpp: luma simulate
 
 }  // namespace luma::tools

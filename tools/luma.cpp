@@ -15,6 +15,7 @@ constexpr Register kCommands[] = {
     luma::tools::add_stats_command,
     luma::tools::add_export_command,
     luma::tools::add_run_command,
+    luma::tools::add_simulate_command,
 };
 
 }  // namespace

@@ -23,7 +23,9 @@ enum class BlockState : std::uint8_t { free, in_use };
 struct alignas(64) Block {
   std::uintptr_t addr = 0;
   std::size_t size = 0;
-  std::size_t requested = 0;  // bytes asked for, while in use (requested_bytes)
+  // While in use: the bytes asked for (requested_bytes). While free: the allocation count
+  // when it became free, so growth releases the segments free the longest first.
+  std::size_t requested = 0;
   Block* prev = nullptr;      // address neighbours inside the segment
   Block* next = nullptr;
   Block* list_prev = nullptr;  // free-class list (free blocks only)

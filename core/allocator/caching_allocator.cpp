@@ -21,6 +21,10 @@
 //   a free covers at least the work issued before it, so reuse stays safe; kNoFence frees
 //   the epoch at once. per_free devices are the same with a one-block epoch; none devices
 //   skip it all.
+// - Growth (grow): a new segment sized by the pool rules (segment_size_for); before it
+//   would raise reserved above its high-water mark, the wholly free segments are released
+//   (release_for_growth), and near a memory limit placement turns tight (pressure). The
+//   policy and its measurements: docs/placement.md.
 // - The lock (allocator_lock.h): one per device, a compare-exchange to take.
 // All index memory is reserved at the start of allocate (reserve_capacity), before any
 // state changes, so a host allocation failure leaves the allocator untouched.
@@ -150,6 +154,15 @@ struct CachingAllocator::Impl {
   // Own segments (allocate_own_segment) held now: while there are none, a completed free
   // costs no segment lookup.
   std::size_t own_segments = 0;
+  // The most bytes reserved so far: growth above it releases free segments first.
+  std::size_t reserved_high_water = 0;
+  // A hint, kept on the hot path by one add: how many segments may be wholly free. Growth
+  // walks the segments for them only when it is not 0 (with 10^5 segments the walk costs
+  // more than the device call it precedes); each walk sets it to what it found.
+  std::size_t whole_free_hint = 0;
+  // Near the device's memory limit (grow asks the device): tight placement, see
+  // AllocatorOptions::pressure_divisor.
+  bool pressure = false;
 
   // ---- helpers ----------------------------------------------------------------------
   void emit(EventKind kind, std::uintptr_t addr, std::size_t size, std::size_t requested) noexcept {
@@ -223,6 +236,8 @@ struct CachingAllocator::Impl {
       if (next->next != nullptr) next->next->prev = b;
       blocks.put(next);
     }
+    b->requested = stats.alloc_calls;  // free since (block.h): the release order of growth
+    whole_free_hint += b->is_split() ? 0 : 1;
     index_insert(b);
     if (b->is_split()) {
       net_blocks += 1;
@@ -353,11 +368,16 @@ struct CachingAllocator::Impl {
     return true;
   }
 
-  [[gnu::always_inline]] Block* find_free(Pool p, std::size_t rounded) noexcept {
+  // `tight`: under pressure a large request takes no block more than large_round bigger
+  // than it (a new segment of its own size instead), so no piece is left that is too
+  // small for what comes next; allocate() still splits such a block rather than fail.
+  [[gnu::always_inline]] Block* find_free(Pool p, std::size_t rounded, bool tight) noexcept {
     Block* b = index_for(p, rounded).find(rounded);
     // PyTorch's max_non_split_rounding: an oversize request does not take a block so much
     // bigger that the rest (which is never split off) would be wasted.
     if (b != nullptr && oversize(rounded) && b->size >= rounded + opt.large_segment) return nullptr;
+    if (tight && b != nullptr && p == Pool::large && b->size >= rounded + opt.large_round) [[unlikely]]
+      return nullptr;
     return b;
   }
 
@@ -381,6 +401,38 @@ struct CachingAllocator::Impl {
     return released;
   }
 
+  // Releases every wholly free segment of pool p, then the other pool's, least recently
+  // freed first, until `want` bytes are released in all (AllocatorOptions::
+  // release_free_segments). Called only before a device reservation, which costs far more
+  // than this walk over the segments.
+  void release_for_growth(Pool p, std::size_t want) noexcept {
+    if (whole_free_hint == 0) return;
+    std::vector<std::pair<std::uint64_t, Segment*>> idle;  // (other pool, free since), segment
+    try {
+      for (Segment* s : segments)
+        if (s->wholly_free()) idle.push_back({(s->pool == p ? 0 : std::uint64_t{1} << 63) | s->first->requested, s});
+    } catch (...) {
+      return;  // no host memory for the list: grow without releasing
+    }
+    std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::size_t released = 0;
+    whole_free_hint = idle.size();
+    for (const auto& [order, s] : idle) {
+      if (s->pool != p && released >= want) break;
+      if (!dev.release(reinterpret_cast<void*>(s->base), s->size)) continue;
+      index_remove(s->first);
+      blocks.put(s->first);
+      drop_segment_stats(s);
+      released += s->size;
+      --whole_free_hint;
+      s->base = 0;  // marked: dropped from `segments` below
+      segment_records.put(s);
+    }
+    if (released != 0)
+      segments.erase(std::remove_if(segments.begin(), segments.end(), [](const Segment* s) { return s->base == 0; }),
+                     segments.end());
+  }
+
   void drop_segment_stats(Segment* s) noexcept {
     stats.segment.sub(s->pool, 1);
     stats.reserved_bytes.sub(s->pool, s->size);
@@ -399,7 +451,7 @@ struct CachingAllocator::Impl {
   // own: a segment of exactly `rounded` for one block (allocate_own_segment).
   Block* grow(Pool p, std::size_t rounded, int* error, bool own = false) noexcept {
     *error = 0;
-    const std::size_t preferred = own ? rounded : segment_size_for(opt, rounded);
+    std::size_t preferred = own ? rounded : segment_size_for(opt, rounded);
     try {  // before the device call, so a host allocation failure changes nothing
       segment_records.ensure(1);
       if (segments.size() == segments.capacity())  // doubling: reserve(n + 1) would copy each time
@@ -422,6 +474,18 @@ struct CachingAllocator::Impl {
       }
       return got;
     };
+    // Near the device's limit: release every free segment, and a segment of the request's
+    // own size. Otherwise, above the high-water mark, release enough free segments (and
+    // all of this pool's) that the new one does not raise it.
+    const Device::Headroom room = dev.headroom();
+    pressure = opt.pressure_divisor != 0 && room.left < room.limit / opt.pressure_divisor;
+    if (pressure) {
+      release_free_segments();
+      if (p == Pool::large && !own) preferred = std::max(round_up(rounded, opt.large_round), opt.min_segment);
+    } else if (opt.release_free_segments) {
+      const auto reserved = static_cast<std::size_t>(stats.reserved_bytes.all_current());
+      if (reserved + preferred > reserved_high_water) release_for_growth(p, reserved + preferred - reserved_high_water);
+    }
     Reservation r = reserve();
     if (r.base == nullptr && r.error == 0 && opt.release_on_oom) {
       drain_pending();
@@ -443,14 +507,17 @@ struct CachingAllocator::Impl {
     b->addr = s->base;
     b->size = size;
     b->pool = p;
+    b->requested = stats.alloc_calls;  // free since
     s->first = b;
     segments.insert(std::upper_bound(segments.begin(), segments.end(), s,
                                      [](const Segment* a, const Segment* c) { return a->base < c->base; }),
                     s);
     stats.segment.add(p, 1);
     stats.reserved_bytes.add(p, size);
+    reserved_high_water = std::max(reserved_high_water, static_cast<std::size_t>(stats.reserved_bytes.all_current()));
     ++stats.num_device_alloc;
     emit(EventKind::segment_reserve, s->base, size, 0);
+    ++whole_free_hint;  // a wholly free segment until take() cuts it
     index_insert(b);
     return b;
   }
@@ -470,12 +537,14 @@ struct CachingAllocator::Impl {
     index_remove(b);
     const Pool p = b->pool;
     const bool was_split = b->is_split();
+    whole_free_hint -= was_split || whole_free_hint == 0 ? 0 : 1;
     const std::size_t remaining = b->size - rounded;
     if (!oversize(rounded) && remaining >= opt.min_split) {
       Block* r = blocks.get();
       r->addr = b->addr + rounded;
       r->size = remaining;
       r->pool = b->pool;
+      r->requested = stats.alloc_calls;  // free since
       r->prev = b;
       r->next = b->next;
       if (b->next != nullptr) b->next->prev = r;
@@ -567,9 +636,9 @@ struct CachingAllocator::Impl {
     if (!closed.empty()) poll_fences();
     Block* b = nullptr;
     if (!own) [[likely]] {
-      b = find_free(p, rounded);
+      b = find_free(p, rounded, pressure);
       // Waiting for a pending free of this pool is cheaper than a new segment.
-      while (b == nullptr && reclaim_pending(p)) b = find_free(p, rounded);
+      while (b == nullptr && reclaim_pending(p)) b = find_free(p, rounded, pressure);
     }
     if (b == nullptr) {
       int error = 0;
@@ -578,6 +647,7 @@ struct CachingAllocator::Impl {
         ++stats.num_device_errors;
         return {nullptr, AllocStatus::device_error, error};
       }
+      if (b == nullptr) b = find_free(p, rounded, false);  // tight placement refused a fit
     }
     if (b == nullptr) {
       record_oom(bytes);

@@ -37,19 +37,51 @@ struct AllocatorOptions {
   std::size_t small_size = 1 * MiB;
   // Small-pool segments are this big (PyTorch's kSmallBuffer): many small blocks share one.
   std::size_t small_segment = 2 * MiB;
-  // Large requests below min_large_alloc share a segment of this size (kLargeBuffer).
-  std::size_t large_segment = 20 * MiB;
+  // Large requests below min_large_alloc share a segment of this size (PyTorch's
+  // kLargeBuffer is 20 MiB). 32 MiB: a segment holds three or more of the 1-10 MiB blocks
+  // a training step makes, so fewer segments are reserved again after a release
+  // (release_free_segments); measured on torch_train and the synthetic runs 20 MiB needed
+  // up to 1.8% as many driver allocations as allocations, 32 MiB 1.6%, for the same peak
+  // within 1% (docs/placement.md).
+  std::size_t large_segment = 32 * MiB;
   // Large requests at or above this get a segment of their own (kMinLargeAlloc) ...
   std::size_t min_large_alloc = 10 * MiB;
   // ... rounded up to a multiple of this (kRoundLarge), the driver's page granularity.
   std::size_t large_round = 2 * MiB;
   // Blocks at or above this size are never split for a smaller request, and a request
   // below it never takes such a block (PyTorch's max_split_size_mb): it keeps huge blocks
-  // whole for huge requests. The default (no limit) splits everything.
-  std::size_t max_split_size = std::numeric_limits<std::size_t>::max();
+  // whole for huge requests. PyTorch's default splits everything; luma's 128 MiB keeps
+  // the few huge blocks of a training step (logits, their gradients, embedding-sized
+  // optimizer temporaries) in segments of their own, which smaller blocks then never pin,
+  // so they are wholly free again at the step's end and release_free_segments can give
+  // them back. Measured: the GPT-2-like run 1.020 -> 1.005 x peak live, the BERT-like one
+  // 1.125 -> 1.013 (docs/placement.md). Without release_free_segments such a limit is
+  // harmful (a huge block of each size stays cached: PyTorch users see 7.8x on GPT-2 with
+  // max_split_size_mb:64), which is why the two go together.
+  std::size_t max_split_size = 128 * MiB;
   // When the device refuses a segment: release every wholly free cached segment and retry
   // once before reporting out-of-memory.
   bool release_on_oom = true;
+  // Before a new segment would raise the reserved bytes above their high-water mark (the
+  // most reserved so far), release every wholly free segment of the request's pool, then
+  // the other pool's, least recently freed first, until the new segment fits under the
+  // mark (PyTorch's garbage_collection_threshold in spirit, with the mark as the
+  // threshold). Every free segment there is too small for the request (else it would
+  // have been found), so keeping it only adds to the peak; below the mark nothing is
+  // released, so a program whose shapes repeat keeps its cache and its speed. Measured on
+  // torch_train: peak reserved 1.535 -> 1.104 x peak live, driver allocations 0.31% ->
+  // 0.62% of allocations (docs/placement.md). false: segments go back only through
+  // empty_cache and the out-of-memory path.
+  bool release_free_segments = true;
+  // Near a memory limit (core::Device::headroom: less than limit / pressure_divisor left)
+  // the allocator places tightly: before each new segment it releases every wholly free
+  // one, a large request gets a segment of its own size (rounded to large_round) and never
+  // a block more than large_round bigger than it, so no free piece is left too small for
+  // the next request. It costs driver calls (up to a third of allocations when the limit
+  // is within 5% of the need) and saves the memory that decides whether the run fits:
+  // torch_train completes under 1.050 x peak live instead of 1.093 (docs/placement.md).
+  // Half the limit: measured against a quarter, which started too late (1.070). 0: never.
+  std::size_t pressure_divisor = 2;
   // With a batched-fence device (device.h), frees collect into an open epoch that one
   // fence covers. It is closed when an allocation needs its memory, or at free once it
   // holds this many blocks or bytes (a device whose fences cost more, e.g. with many streams,

@@ -75,6 +75,14 @@ class Device {
   virtual bool fence_wait(Fence) noexcept { return true; }  // false: cannot wait now
   virtual void fence_release(Fence) noexcept {}
   virtual std::size_t fence_batch_blocks() const noexcept { return 0; }
+  // Under a memory limit: the most bytes reserve() may still give (0 when none), and the
+  // limit. A device without one answers "no limit" (the default), and the allocator keeps
+  // its ordinary placement; near a limit it places tightly (docs/placement.md).
+  struct Headroom {
+    std::size_t left = ~std::size_t{0};
+    std::size_t limit = ~std::size_t{0};
+  };
+  virtual Headroom headroom() const noexcept { return {}; }
 };
 
 }  // namespace luma::core

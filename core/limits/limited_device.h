@@ -32,6 +32,11 @@ class LimitedDevice final : public Device {
   bool fence_done(Fence f) noexcept override { return inner_.fence_done(f); }
   bool fence_wait(Fence f) noexcept override { return inner_.fence_wait(f); }
   void fence_release(Fence f) noexcept override { inner_.fence_release(f); }
+  std::size_t fence_batch_blocks() const noexcept override { return inner_.fence_batch_blocks(); }
+  Headroom headroom() const noexcept override {
+    const std::size_t used = budget_.used(), limit = budget_.limit();
+    return {used < limit ? limit - used : 0, limit};
+  }
 
   // Bytes this device holds from the wrapped one (taken from the budget).
   std::size_t reserved() const noexcept { return reserved_.load(std::memory_order_acquire); }

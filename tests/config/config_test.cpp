@@ -144,9 +144,9 @@ TEST(ParseSettings, AMessageNamesTheKeyTheUserSet) {
   auto r = parse_settings("small_size:3M");
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0], "small_size 3145728 must be <= small_segment 2097152 (default)");
-  auto m = parse_settings("min_large_alloc:30M");
+  auto m = parse_settings("min_large_alloc:40M");  // the default large_segment is 32 MiB
   ASSERT_EQ(m.errors.size(), 1u);
-  EXPECT_EQ(m.errors[0].rfind("min_large_alloc 31457280 must be <= large_segment 20971520 "
+  EXPECT_EQ(m.errors[0].rfind("min_large_alloc 41943040 must be <= large_segment 33554432 "
                               "(default)", 0),
             0u)
       << m.errors[0];
@@ -179,17 +179,23 @@ TEST(Validate, EachRelation) {
   EXPECT_TRUE(validate(o).empty());
 }
 
-// PyTorch's rule (max_split_size_mb must be > 20): a smaller limit would make every block
-// of a large segment unsplittable and unreusable, so it is named and the defaults are kept.
+// PyTorch's rule (max_split_size_mb must be > 20, its large segment): a smaller limit would
+// make every block of a large segment unsplittable and unreusable, so it is named and the
+// defaults are kept. luma's large segment is 32 MiB by default (constants.h), so the bound
+// is 32 there; with PyTorch's 20 MiB segment, PyTorch's bound.
 TEST(ParseSettings, MaxSplitSizeNotAboveTheLargeSegmentIsRefused) {
-  for (const char* text : {"max_split_size_mb:1", "max_split_size:0", "max_split_size_mb:20"}) {
+  for (const char* text : {"max_split_size_mb:1", "max_split_size:0", "max_split_size_mb:32",
+                           "large_segment:20M,max_split_size_mb:20"}) {
     auto r = parse_settings(text);
     EXPECT_TRUE(mentions(r.errors, "max_split_size")) << text;
     EXPECT_EQ(r.settings.allocator.max_split_size, AllocatorOptions{}.max_split_size) << text;
   }
-  auto ok = parse_settings("max_split_size_mb:21");
+  auto ok = parse_settings("max_split_size_mb:33");
   EXPECT_TRUE(ok.errors.empty());
-  EXPECT_EQ(ok.settings.allocator.max_split_size, std::size_t{21} << 20);
+  EXPECT_EQ(ok.settings.allocator.max_split_size, std::size_t{33} << 20);
+  auto pytorch = parse_settings("large_segment:20M,max_split_size_mb:21");
+  EXPECT_TRUE(pytorch.errors.empty());
+  EXPECT_EQ(pytorch.settings.allocator.max_split_size, std::size_t{21} << 20);
 }
 
 TEST(FormatSettings, RoundTrips) {

@@ -13,6 +13,20 @@
 
 namespace luma::core::testing {
 
+// The placement of PyTorch's CUDACachingAllocator with its defaults (20 MiB shared
+// segments, every block splittable, segments released only by empty_cache and the
+// out-of-memory path, no tight placement near a limit): what the tests of the pools,
+// splits, counters and the out-of-memory path describe, with PyTorch's numbers. luma's
+// own defaults differ (constants.h, docs/placement.md) and are tested by simulation.
+inline AllocatorOptions pytorch_placement() {
+  AllocatorOptions o;
+  o.large_segment = 20u << 20;
+  o.max_split_size = ~std::size_t{0};
+  o.release_free_segments = false;
+  o.pressure_divisor = 0;
+  return o;
+}
+
 // Records every event; thread-safe only because the allocator calls it under its lock.
 class RecordingSink final : public EventSink {
  public:

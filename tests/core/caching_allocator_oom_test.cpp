@@ -20,7 +20,7 @@ using testing::RecordingSink;
 
 TEST(OutOfMemory, ReleasesTheCacheAndRetries) {
   HostDevice dev(20 * MiB);
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   ASSERT_EQ(a.free(must_alloc(a, 1024)), FreeStatus::ok);  // 2 MiB cached in the small pool
   void* p = must_alloc(a, 19 * MiB);                       // needs 20 MiB: only after release
   EXPECT_NE(p, nullptr);
@@ -34,7 +34,7 @@ TEST(OutOfMemory, ReleasesTheCacheAndRetries) {
 
 TEST(OutOfMemory, FailsCleanlyThenRecoversWhenMemoryComesBack) {
   HostDevice dev(20 * MiB);
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   RecordingSink sink;
   a.set_event_sink(&sink);
   void* held = must_alloc(a, 1024);
@@ -62,7 +62,7 @@ TEST(OutOfMemory, FailsCleanlyThenRecoversWhenMemoryComesBack) {
 
 TEST(OutOfMemory, WithoutReleaseOnOomTheCacheStays) {
   HostDevice dev(20 * MiB);
-  AllocatorOptions o;
+  AllocatorOptions o = testing::pytorch_placement();
   o.release_on_oom = false;
   CachingAllocator a(dev, 0, o);
   ASSERT_EQ(a.free(must_alloc(a, 1024)), FreeStatus::ok);
@@ -76,7 +76,7 @@ TEST(OutOfMemory, WithoutReleaseOnOomTheCacheStays) {
 
 TEST(OutOfMemory, ATransientRefusalIsRetried) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   dev.fail_next_reserves(2);  // the pool's 2 MiB segment, then the request-sized one
   void* p = must_alloc(a, 4096);
   EXPECT_NE(p, nullptr);
@@ -93,7 +93,7 @@ TEST(OutOfMemory, ATransientRefusalIsRetried) {
 // cache is kept (releasing it is the last resort).
 TEST(OutOfMemory, ARequestSizedSegmentIsTriedBeforeTheCacheIsReleased) {
   HostDevice dev(8 * MiB);
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   ASSERT_EQ(a.free(must_alloc(a, 1024)), FreeStatus::ok);  // 2 MiB cached in the small pool
   void* p = must_alloc(a, 5 * MiB);  // the large pool's segment is 20 MiB: 6 MiB are left
   EXPECT_NE(p, nullptr);
@@ -113,7 +113,7 @@ TEST(OutOfMemory, ARequestSizedSegmentIsTriedBeforeTheCacheIsReleased) {
 // luma; with 20 MiB segments only 57 fit, unless the last ones get segments of their size.
 TEST(OutOfMemory, RequestsThatFitTheDeviceAreServedWhenItsSegmentsDoNot) {
   HostDevice dev(64 * MiB);
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   for (int i = 0; i < 60; ++i) {
     const AllocResult r = a.allocate(MiB + 1);
     ASSERT_EQ(r.status, AllocStatus::ok) << "request " << i;
@@ -125,7 +125,7 @@ TEST(OutOfMemory, RequestsThatFitTheDeviceAreServedWhenItsSegmentsDoNot) {
 TEST(OutOfMemory, PendingFreesAreWaitedForAndReleased) {
   HostDevice dev(20 * MiB);
   dev.set_fences(true);
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   ASSERT_EQ(a.free(must_alloc(a, 1024)), FreeStatus::ok);  // pending in the small pool
   void* p = must_alloc(a, 19 * MiB);
   EXPECT_NE(p, nullptr);
@@ -137,7 +137,7 @@ TEST(OutOfMemory, PendingFreesAreWaitedForAndReleased) {
 
 TEST(DeviceError, IsReturnedWithItsCodeWithoutReleasingTheCacheOrRetrying) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   RecordingSink sink;
   a.set_event_sink(&sink);
   ASSERT_EQ(a.free(must_alloc(a, 1024)), FreeStatus::ok);  // a cached small segment
@@ -167,7 +167,7 @@ TEST(DeviceError, IsReturnedWithItsCodeWithoutReleasingTheCacheOrRetrying) {
 
 TEST(DeviceError, ServedFromTheCacheNeedsNoDevice) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   ASSERT_EQ(a.free(must_alloc(a, 4096)), FreeStatus::ok);
   dev.fail_next_reserves(5, 46);
   void* p = must_alloc(a, 4096);  // the cached block: the failing device is never asked

@@ -24,7 +24,7 @@ constexpr std::size_t kSmall = static_cast<std::size_t>(Pool::small);
 constexpr std::size_t kLarge = static_cast<std::size_t>(Pool::large);
 
 TEST(RoundingAndPools, FollowPyTorchSizes) {
-  const AllocatorOptions o;
+  const AllocatorOptions o = testing::pytorch_placement();
   EXPECT_EQ(round_size(o, 0), 0u);
   EXPECT_EQ(round_size(o, 1), 256u);
   EXPECT_EQ(round_size(o, 256), 256u);
@@ -44,7 +44,7 @@ TEST(RoundingAndPools, FollowPyTorchSizes) {
 
 TEST(CachingAllocator, ZeroBytesIsInvalidSize) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   const AllocResult r = a.allocate(0);
   EXPECT_EQ(r.status, AllocStatus::invalid_size);
   EXPECT_EQ(r.ptr, nullptr);
@@ -54,7 +54,7 @@ TEST(CachingAllocator, ZeroBytesIsInvalidSize) {
 
 TEST(CachingAllocator, SmallRequestGetsAlignedBlockOfSmallSegment) {
   HostDevice dev;
-  CachingAllocator a(dev, 3);
+  CachingAllocator a(dev, 3, testing::pytorch_placement());
   void* p = must_alloc(a, 1000);
   LUMA_ASSERT_CLEAN(a);
   EXPECT_EQ(addr(p) % 256, 0u);
@@ -81,7 +81,7 @@ TEST(CachingAllocator, SmallRequestGetsAlignedBlockOfSmallSegment) {
 
 TEST(CachingAllocator, LargeRequestsGetLargeSegments) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   void* mid = must_alloc(a, 5 * MiB);
   SegmentRange seg;
   ASSERT_TRUE(a.segment_of(mid, &seg));
@@ -97,7 +97,7 @@ TEST(CachingAllocator, LargeRequestsGetLargeSegments) {
 
 TEST(CachingAllocator, FreedBlockIsReusedWithoutTheDevice) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   void* p = must_alloc(a, 4096);
   ASSERT_EQ(a.free(p), FreeStatus::ok);
   LUMA_ASSERT_CLEAN(a);
@@ -113,7 +113,7 @@ TEST(CachingAllocator, FreedBlockIsReusedWithoutTheDevice) {
 
 TEST(CachingAllocator, SplitsThenMergesNeighboursBackIntoOneBlock) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   void* x = must_alloc(a, 1024);
   void* y = must_alloc(a, 2048);
   void* z = must_alloc(a, 4096);
@@ -140,7 +140,7 @@ TEST(CachingAllocator, SplitsThenMergesNeighboursBackIntoOneBlock) {
 
 TEST(CachingAllocator, BestFitPicksTheSmallestHoleThatFits) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   // Holes of 8 KiB, 2 KiB and 4 KiB, kept apart by live separators.
   void* h8 = must_alloc(a, 8192);
   void* s1 = must_alloc(a, 256);
@@ -159,7 +159,7 @@ TEST(CachingAllocator, BestFitPicksTheSmallestHoleThatFits) {
 
 TEST(CachingAllocator, RemainderBelowMinSplitStaysWithTheBlock) {
   HostDevice dev;
-  AllocatorOptions o;
+  AllocatorOptions o = testing::pytorch_placement();
   o.min_split = 1024;
   CachingAllocator a(dev, 0, o);
   void* hole = must_alloc(a, 1280);
@@ -178,7 +178,7 @@ TEST(CachingAllocator, RemainderBelowMinSplitStaysWithTheBlock) {
 
 TEST(CachingAllocator, NeverMergesAcrossSegments) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   void* p = must_alloc(a, 1 * MiB);
   void* q = must_alloc(a, 1 * MiB);  // fills the first small segment
   void* r = must_alloc(a, 1 * MiB);  // second segment
@@ -190,7 +190,7 @@ TEST(CachingAllocator, NeverMergesAcrossSegments) {
 
 TEST(CachingAllocator, PoolsDoNotShareBlocks) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   void* large = must_alloc(a, 2 * MiB);
   ASSERT_EQ(a.free(large), FreeStatus::ok);  // 20 MiB of free large-pool memory
   void* small = must_alloc(a, 1024);         // still gets its own small segment
@@ -208,7 +208,7 @@ TEST(CachingAllocator, PoolsDoNotShareBlocks) {
 
 TEST(CachingAllocator, OversizeBlocksServeOnlyOversizeRequestsWhole) {
   HostDevice dev;
-  AllocatorOptions o;
+  AllocatorOptions o = testing::pytorch_placement();
   o.max_split_size = 4 * MiB;
   CachingAllocator a(dev, 0, o);
   void* big = must_alloc(a, 12 * MiB);  // own 12 MiB segment, an oversize block
@@ -228,7 +228,7 @@ TEST(CachingAllocator, OversizeBlocksServeOnlyOversizeRequestsWhole) {
 
 TEST(CachingAllocator, OversizeRequestDoesNotTakeAFarBiggerBlock) {
   HostDevice dev;
-  AllocatorOptions o;
+  AllocatorOptions o = testing::pytorch_placement();
   o.max_split_size = 4 * MiB;
   CachingAllocator a(dev, 0, o);
   void* huge = must_alloc(a, 64 * MiB);
@@ -241,7 +241,7 @@ TEST(CachingAllocator, OversizeRequestDoesNotTakeAFarBiggerBlock) {
 
 TEST(CachingAllocator, EmptyCacheReleasesOnlyWhollyFreeSegments) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   RecordingSink sink;
   a.set_event_sink(&sink);
   void* keep = must_alloc(a, 1 * MiB);
@@ -271,7 +271,7 @@ TEST(CachingAllocator, EmptyCacheReleasesOnlyWhollyFreeSegments) {
 
 TEST(CachingAllocator, EmptyCacheKeepsASegmentTheDeviceWouldNotRelease) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   ASSERT_EQ(a.free(must_alloc(a, 512)), FreeStatus::ok);
   dev.set_fail_releases(true);
   EXPECT_EQ(a.empty_cache(), 0u);
@@ -353,7 +353,7 @@ TEST(CachingAllocator, OwnSegmentKeptByTheDeviceIsFencedLikeAnyFree) {
 
 TEST(CachingAllocator, ForeignPointerIsNotOwned) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   int local = 0;
   EXPECT_EQ(a.free(&local), FreeStatus::not_owned);
   EXPECT_EQ(a.free(nullptr), FreeStatus::not_owned);
@@ -411,7 +411,7 @@ class AddressRangeDevice final : public Device {
 // size is read from its record instead, and must account exactly the same way.
 TEST(CachingAllocator, ABlockTooBigForThePointerMapsSizeFieldIsAccountedExactly) {
   AddressRangeDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   const std::size_t huge = std::size_t{600} * GiB;  // 600 GiB / 256 B > 2^31 units
   void* big = must_alloc(a, huge);
   void* small = must_alloc(a, 1000);
@@ -435,7 +435,7 @@ TEST(CachingAllocator, ABlockTooBigForThePointerMapsSizeFieldIsAccountedExactly)
 
 TEST(CachingAllocator, BlockOfFindsTheLiveBlockAroundAnInteriorAddress) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   void* x = must_alloc(a, 1000);
   void* y = must_alloc(a, 4096);
   SegmentRange r;
@@ -458,7 +458,7 @@ TEST(CachingAllocator, BlockOfFindsTheLiveBlockAroundAnInteriorAddress) {
 
 TEST(CachingAllocator, DoubleAndInteriorFreesAreInvalidAndChangeNothing) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   void* p = must_alloc(a, 4096);
   void* q = must_alloc(a, 4096);
   EXPECT_EQ(a.free(static_cast<char*>(q) + 256), FreeStatus::invalid);  // interior
@@ -477,7 +477,7 @@ TEST(CachingAllocator, DoubleAndInteriorFreesAreInvalidAndChangeNothing) {
 
 TEST(CachingAllocator, EventsArriveInOrderWithAddressesAndSizes) {
   HostDevice dev;
-  CachingAllocator a(dev, 7);
+  CachingAllocator a(dev, 7, testing::pytorch_placement());
   RecordingSink sink;
   a.set_event_sink(&sink);
   void* p = must_alloc(a, 1000);
@@ -501,7 +501,7 @@ TEST(CachingAllocator, EventsArriveInOrderWithAddressesAndSizes) {
 
 TEST(CachingAllocator, CountersFollowPyTorchSemantics) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   void* p = must_alloc(a, 3 * MiB);  // large
   void* q = must_alloc(a, 100);      // small
   ASSERT_EQ(a.free(p), FreeStatus::ok);
@@ -537,7 +537,7 @@ TEST(CachingAllocator, CountersFollowPyTorchSemantics) {
 
 TEST(CachingAllocator, ReleaseAllGivesEverySegmentBack) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   must_alloc(a, 100);
   void* p = must_alloc(a, 5 * MiB);
   must_alloc(a, 30 * MiB);
@@ -557,7 +557,7 @@ TEST(CachingAllocator, ReleaseAllGivesEverySegmentBack) {
 
 TEST(CachingAllocator, HonoursALargerAlignment) {
   HostDevice dev(std::size_t{1} << 30, 4096);
-  AllocatorOptions o;
+  AllocatorOptions o = testing::pytorch_placement();
   o.alignment = 4096;
   o.min_split = 4096;
   CachingAllocator a(dev, 0, o);
@@ -571,7 +571,7 @@ TEST(CachingAllocator, HonoursALargerAlignment) {
 
 TEST(CachingAllocator, AbsurdRequestIsOutOfMemoryNotACrash) {
   HostDevice dev;
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   const AllocResult r = a.allocate(~std::size_t{0});
   EXPECT_EQ(r.status, AllocStatus::out_of_memory);
   EXPECT_EQ(r.ptr, nullptr);

@@ -109,7 +109,7 @@ TEST(LimitedDevice, TheAllocatorReleasesItsCacheAtTheLimitThenFails) {
   HostDevice host(1024 * MiB);
   ProcessBudget budget(64 * MiB);
   LimitedDevice dev(host, budget);
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   ASSERT_EQ(a.free(must_alloc(a, 1000)), FreeStatus::ok);  // a 2 MiB small segment, cached
   std::vector<void*> held;
   for (int i = 0; i < 3; ++i) held.push_back(must_alloc(a, 16 * MiB));

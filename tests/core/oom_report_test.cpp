@@ -33,7 +33,7 @@ OomReport report_after_failed(CachingAllocator& a, std::size_t bytes) {
 
 TEST(OomReport, FragmentedCacheGetsTheHint) {
   HostDevice dev(40 * MiB);
-  CachingAllocator a(dev, 3);
+  CachingAllocator a(dev, 3, testing::pytorch_placement());
   std::vector<void*> blocks = fill_two_segments(a);
   for (std::size_t i = 0; i < blocks.size(); i += 2) ASSERT_EQ(a.free(blocks[i]), FreeStatus::ok);
   // 20 MiB cached in five separate 4 MiB holes; 8 MiB fits in none, and no segment is
@@ -64,7 +64,7 @@ TEST(OomReport, FragmentedCacheGetsTheHint) {
 
 TEST(OomReport, FullDeviceGetsNoHint) {
   HostDevice dev(40 * MiB);
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   const std::vector<void*> blocks = fill_two_segments(a);
   OomReport r = report_after_failed(a, 8 * MiB);
   EXPECT_EQ(r.allocated, 40 * MiB);
@@ -88,7 +88,7 @@ TEST(OomReport, FullDeviceGetsNoHint) {
 TEST(OomReport, CachedButNotEnoughIsNoFragmentation) {
   // One 4 MiB hole: the cache could not hold 8 MiB even in one piece.
   HostDevice dev(40 * MiB);
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   std::vector<void*> blocks = fill_two_segments(a);
   ASSERT_EQ(a.free(blocks[3]), FreeStatus::ok);
   const OomReport r = report_after_failed(a, 8 * MiB);
@@ -99,7 +99,7 @@ TEST(OomReport, CachedButNotEnoughIsNoFragmentation) {
 
 TEST(OomReport, MaxSplitSizeAlreadySmallIsNotSuggestedAgain) {
   HostDevice dev(40 * MiB);
-  AllocatorOptions o;
+  AllocatorOptions o = testing::pytorch_placement();
   o.max_split_size = 21 * MiB;
   CachingAllocator a(dev, 0, o);
   std::vector<void*> blocks = fill_two_segments(a);
@@ -113,7 +113,7 @@ TEST(OomReport, MaxSplitSizeAlreadySmallIsNotSuggestedAgain) {
 
 TEST(LargestFreeBlock, IsTheLargestMergedFreeBlock) {
   HostDevice dev(40 * MiB);
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   EXPECT_EQ(a.largest_free_block(), 0u);  // no segment yet
   std::vector<void*> blocks = fill_two_segments(a);
   ASSERT_EQ(a.free(blocks[1]), FreeStatus::ok);
@@ -142,7 +142,7 @@ TEST(OomTopSites, RanksSitesByLiveBytesAndLeavesOutBlocksWithoutStack) {
 
 TEST(OomReport, TopSitesAreListedWithTheirFrames) {
   HostDevice dev(8 * MiB);
-  CachingAllocator a(dev, 0);
+  CachingAllocator a(dev, 0, testing::pytorch_placement());
   must_alloc(a, 6 * MiB);
   OomReport r = report_after_failed(a, 4 * MiB);
   EXPECT_EQ(describe_oom(r).find("Top allocation sites"), std::string::npos);

@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+
+#include "allocator_test_util.h"
 #include <nlohmann/json.hpp>
 
 #include "allocator/caching_allocator.h"
@@ -16,7 +18,7 @@ namespace {
 
 DeviceStats sample_stats(int device) {
   HostDevice dev;
-  CachingAllocator a(dev, device);
+  CachingAllocator a(dev, device, testing::pytorch_placement());
   void* big = a.allocate(30 * MiB).ptr;
   void* small = a.allocate(1000).ptr;
   a.allocate(3 * MiB);

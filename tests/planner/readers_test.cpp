@@ -112,6 +112,25 @@ TEST(RmmLog, ReadLogTellsFreedOnTheLastRowFromNeverFreedAndKeepsFailures) {
   EXPECT_EQ(RmmLogReader().read_log(last, "in.csv").freed, std::vector<bool>{true});
 }
 
+TEST(RmmLog, TheTimeColumnIsKeptAsAClockWhenEveryRowHasOne) {
+  EXPECT_EQ(parse_rmm_time("16:49:21.999306"), std::optional<std::uint64_t>(((16 * 60 + 49) * 60 + 21) * 1'000'000'000ull + 999'306'000));
+  EXPECT_EQ(parse_rmm_time("00:00:01"), std::optional<std::uint64_t>(1'000'000'000));
+  EXPECT_EQ(parse_rmm_time("00:00:00.123456789"), std::optional<std::uint64_t>(123'456'789));
+  for (const char* bad : {"24:00:00", "1:00:00", "00:60:00", "00:00:00.", "00:00:00.1234567890", "12", "00:00:00x"})
+    EXPECT_FALSE(parse_rmm_time(bad).has_value()) << bad;
+  const std::string head = "Thread,Time,Action,Pointer,Size,Stream\n";
+  std::istringstream good(head + "1,10:00:00.000010,allocate,0x10,256,0x0\n"
+                                 "2,10:00:00.000005,allocate,0x20,256,0x0\n"  // another thread, logged late
+                                 "1,10:00:00.000030,free,0x10,256,0x0\n");
+  const RmmLog log = RmmLogReader().read_log(good, "good.csv");
+  EXPECT_EQ(log.row_time_ns, (std::vector<std::uint64_t>{0, 0, 20'000}));
+  std::istringstream mixed(head + "1,10:00:00.000010,allocate,0x10,256,0x0\n"
+                                  "1,7,free,0x10,256,0x0\n");
+  const RmmLog no_clock = RmmLogReader().read_log(mixed, "mixed.csv");
+  EXPECT_TRUE(no_clock.row_time_ns.empty());
+  EXPECT_EQ(no_clock.lifetimes.size(), 1u);  // the lifetimes need no clock
+}
+
 TEST(RmmLog, FreeOfUnknownPointerNamesTheLine) {
   EXPECT_EQ(error_of("Thread,Time,Action,Pointer,Size,Stream\n"
                      "1,t,allocate,0x100,1024,0x0\n"

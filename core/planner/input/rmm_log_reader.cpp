@@ -1,6 +1,7 @@
 // rmm_log_reader.cpp - reads an RMM allocation log into lifetimes.
 #include "planner/input/rmm_log_reader.h"
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 
@@ -16,7 +17,32 @@ bool is_rmm_header(const std::vector<std::string_view>& f) {
          f[3] == "Pointer" && f[4] == "Size" && f[5] == "Stream";
 }
 
+constexpr std::uint64_t kNsPerSecond = 1'000'000'000;
+constexpr std::uint64_t kNsPerDay = 86'400 * kNsPerSecond;
+
 }  // namespace
+
+std::optional<std::uint64_t> parse_rmm_time(std::string_view f) {
+  // HH:MM:SS, then optionally '.' and 1..9 digits.
+  auto two = [&](std::size_t at, unsigned max) -> std::optional<std::uint64_t> {
+    if (f.size() < at + 2 || f[at] < '0' || f[at] > '9' || f[at + 1] < '0' || f[at + 1] > '9') return std::nullopt;
+    const unsigned v = unsigned(f[at] - '0') * 10 + unsigned(f[at + 1] - '0');
+    if (v > max) return std::nullopt;
+    return v;
+  };
+  const auto h = two(0, 23), m = two(3, 59), s = two(6, 60);  // 60: a leap second
+  if (!h || !m || !s || f[2] != ':' || f[5] != ':') return std::nullopt;
+  std::uint64_t ns = ((*h * 60 + *m) * 60 + *s) * kNsPerSecond;
+  if (f.size() == 8) return ns;
+  if (f[8] != '.' || f.size() == 9 || f.size() > 18) return std::nullopt;
+  std::uint64_t frac = 0, scale = kNsPerSecond;
+  for (std::size_t i = 9; i < f.size(); ++i) {
+    if (f[i] < '0' || f[i] > '9') return std::nullopt;
+    scale /= 10;
+    frac += std::uint64_t(f[i] - '0') * scale;
+  }
+  return ns + frac;
+}
 
 bool RmmLogReader::accepts(std::string_view head) const {
   return is_rmm_header(text::split_commas(text::first_line(head)));
@@ -33,6 +59,8 @@ RmmLog RmmLogReader::read_log(std::istream& in, const std::string& source) const
   std::string line;
   std::size_t line_no = 0;
   std::uint64_t time = 0;  // index among allocate/free rows
+  bool clock_ok = true;    // every row's Time parsed so far (RmmLog::row_time_ns)
+  std::uint64_t first_clock = 0, last_clock = 0, day_offset = 0;
   auto fail = [&](const std::string& what) -> void {
     throw PlanInputError(source + ":" + std::to_string(line_no) + ": " + what);
   };
@@ -57,6 +85,22 @@ RmmLog RmmLogReader::read_log(std::istream& in, const std::string& source) const
     if (failure) {  // nothing was handed out: no lifetime, no time; any size may be refused
       log.failures.push_back({time, *size});
       continue;
+    }
+    if (clock_ok) {
+      if (const auto t = parse_rmm_time(f[1])) {
+        std::uint64_t clock = *t + day_offset;
+        if (!log.row_time_ns.empty() && clock + kNsPerDay / 2 < last_clock) {  // midnight passed
+          day_offset += kNsPerDay;
+          clock += kNsPerDay;
+        }
+        if (log.row_time_ns.empty()) first_clock = clock;
+        last_clock = std::max(last_clock, clock);
+        log.row_time_ns.push_back(last_clock - first_clock);
+      } else {
+        clock_ok = false;
+        log.row_time_ns.clear();
+        log.row_time_ns.shrink_to_fit();
+      }
     }
     auto pointer = text::parse_u64(f[3], /*allow_hex=*/true);
     if (!pointer) fail("pointer is not a number: '" + std::string(f[3]) + "'");

@@ -1,10 +1,14 @@
 // rmm_log_reader.h - RMM's logging_resource_adaptor CSV: header
 // `Thread,Time,Action,Pointer,Size,Stream`. Time is the row's index among allocate/free
-// rows; a pointer reused after its free is a new buffer; a buffer never freed lives to the
+// rows (the Time column, the wall clock as HH:MM:SS.ffffff, is kept beside it for the
+// tools that replay in real time: RmmLog::row_time_ns); a pointer reused after its free is a new buffer; a buffer never freed lives to the
 // end of the log; "allocate failure" rows hand nothing out, so they take no time and make
 // no lifetime (read_log reports them); freeing an unknown pointer is an error naming its
 // line.
 #pragma once
+
+#include <optional>
+#include <string_view>
 
 #include "planner/input/lifetime_reader.h"
 
@@ -25,7 +29,16 @@ struct RmmLog {
   std::vector<bool> freed;            // parallel to lifetimes: a free row ended it
   std::vector<RmmFailure> failures;   // in row order
   std::uint64_t rows = 0;             // allocate and free rows: the end of the log's time
+  // The Time column of each allocate/free row in ns since the first one, never decreasing
+  // (a row logged by another thread a little earlier takes its predecessor's time; a time
+  // that goes back by more than 12 hours has passed midnight). Empty when some row's Time
+  // is not HH:MM:SS[.fraction]: lifetimes need no clock, so that is no error.
+  std::vector<std::uint64_t> row_time_ns;
 };
+
+// An RMM Time field (HH:MM:SS with up to 9 fraction digits, as spdlog's %H:%M:%S.%f writes
+// it) in ns since midnight; nullopt when it is not one.
+std::optional<std::uint64_t> parse_rmm_time(std::string_view field);
 
 class RmmLogReader final : public LifetimeReader {
  public:

@@ -1,0 +1,91 @@
+// sim_device.h - the core::Device `luma simulate` runs the caching allocator over: no
+// memory, only address ranges (the allocator never touches device memory), a count of the
+// driver calls a real device would have seen, and fences that complete on the recorded
+// run's clock.
+//
+// Fences: a fence recorded at simulated time t is done once the replay's time reaches
+// t + fence latency: the latency stands for how far the GPU's work runs behind the
+// program's calls (0: every fence is done when recorded, the policy alone). A wait for a
+// fence not yet done is allowed (the program would stall; the replay's clock does not move,
+// the stall is counted). free_sync picks the fence mode as the shim's driver device does:
+// event -> batched, none -> no fences, device -> a synchronization at each free (no fence
+// left to wait for).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "allocator/device.h"
+#include "settings/config.h"
+
+namespace luma::core {
+
+class SimulatedDevice final : public Device {
+ public:
+  SimulatedDevice(FreeSync free_sync, std::uint64_t fence_latency_ns) noexcept
+      : free_sync_(free_sync), latency_(fence_latency_ns) {}
+
+  // The replay's clock: the time of the event being replayed. Never goes back.
+  void set_now(std::uint64_t ns) noexcept { now_ = ns > now_ ? ns : now_; }
+
+  Reservation reserve(std::size_t bytes) noexcept override {
+    ++reserves_;
+    // Distinct, never reused, 2 MiB-aligned ranges (the driver's granularity for large
+    // allocations), far from 0.
+    const std::uintptr_t base = next_;
+    next_ += (bytes + kGrain - 1) / kGrain * kGrain;
+    held_ += bytes;
+    if (held_ > peak_) peak_ = held_;
+    return {reinterpret_cast<void*>(base), 0};
+  }
+  bool release(void*, std::size_t bytes) noexcept override {
+    ++releases_;
+    held_ -= bytes;
+    return true;
+  }
+
+  FenceMode fence_mode() const noexcept override {
+    switch (free_sync_) {
+      case FreeSync::none: return FenceMode::none;
+      case FreeSync::event: return FenceMode::batched;
+      case FreeSync::device: return FenceMode::per_free;
+    }
+    return FenceMode::per_free;
+  }
+  Fence record_fence() noexcept override {
+    if (latency_ == 0 || free_sync_ == FreeSync::device) return kNoFence;
+    ready_.push_back(now_ + latency_);
+    return ready_.size();  // fence k is ready_[k - 1]
+  }
+  bool fence_done(Fence f) noexcept override { return now_ >= ready_[f - 1]; }
+  bool fence_wait(Fence f) noexcept override {
+    if (now_ < ready_[f - 1]) {
+      ++waits_;
+      wait_ns_ += ready_[f - 1] - now_;
+    }
+    return true;
+  }
+
+  std::uint64_t reserves() const noexcept { return reserves_; }
+  std::uint64_t releases() const noexcept { return releases_; }
+  std::size_t held() const noexcept { return held_; }
+  std::size_t peak() const noexcept { return peak_; }
+  std::uint64_t fences() const noexcept { return ready_.size(); }
+  // Waits for a fence not done yet, and the replay time they would have stalled for.
+  std::uint64_t waits() const noexcept { return waits_; }
+  std::uint64_t wait_ns() const noexcept { return wait_ns_; }
+
+ private:
+  static constexpr std::uintptr_t kGrain = std::uintptr_t{2} << 20;
+  const FreeSync free_sync_;
+  const std::uint64_t latency_;
+  std::uint64_t now_ = 0;
+  std::uintptr_t next_ = std::uintptr_t{1} << 44;
+  std::size_t held_ = 0, peak_ = 0;
+  std::uint64_t reserves_ = 0, releases_ = 0;
+  std::vector<std::uint64_t> ready_;  // per fence: the time it is done
+  std::uint64_t waits_ = 0, wait_ns_ = 0;
+};
+
+}  // namespace luma::core

@@ -1,0 +1,56 @@
+// sim_sequence.h - what `luma simulate` replays: one device's allocations and frees in the
+// order a recorded run made them, each with the time it was made, read from a luma trace,
+// an RMM log or a planner CSV (the format detected by content, as everywhere in luma).
+//
+// An allocation asks for the bytes the program asked for (a trace's requested bytes; an
+// RMM log's or a CSV's size). Times are the recorded clock in ns since the first event (a
+// trace's event times, an RMM log's Time column) or, for an input without a clock (a
+// planner CSV, an RMM log whose Time does not parse), the event's position: then
+// has_times is false and no fence latency can be applied. Bad input ends in one
+// PlanInputError naming the file (and line or byte offset).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/lifetime.h"
+
+namespace luma::core {
+
+struct SimOp {
+  std::uint64_t time_ns = 0;  // never decreasing along a sequence
+  std::uint64_t bytes = 0;    // alloc: bytes requested; free: 0
+  std::uint32_t id = 0;       // the allocation's number in its sequence (a free names it)
+  bool is_free = false;
+};
+
+struct SimSequence {
+  int device = 0;
+  bool has_times = false;  // time_ns is a clock (else each op's position)
+  std::vector<SimOp> ops;
+  std::uint64_t allocations = 0;
+  std::uint64_t frees = 0;
+  // The most bytes live at once (requested): the planner's lower bound on any arena
+  // (core/planner/lower_bound.h), so no allocator can reserve less.
+  std::uint64_t peak_live = 0;
+};
+
+struct SimInput {
+  std::string format;  // "luma trace", "RMM log", "planner CSV"
+  std::vector<SimSequence> devices;  // by device number, only devices that allocate
+};
+
+// Reads `path`; throws PlanInputError.
+SimInput read_sim_input(const std::string& path);
+
+// The sequence of lifetimes (one device): alloc at `lower`, free at `upper` (frees first
+// at equal times: lifetimes are half-open), ties in input order. No clock. Lifetimes with
+// lower >= upper are never live and are left out.
+SimSequence sim_sequence_from_lifetimes(const std::vector<Lifetime>& lifetimes);
+
+// Fills peak_live, allocations and frees from ops (lower_bound_bytes over the ops'
+// lifetimes).
+void finish_sim_sequence(SimSequence& s);
+
+}  // namespace luma::core

@@ -1,0 +1,325 @@
+// simulate_command.cpp - `luma simulate TRACE`: the recorded allocations replayed through
+// luma's caching allocator (core/simulate) under one or more settings (`--conf`, LUMA_CONF
+// syntax), side by side: the peak reserved against the run's peak live bytes (the
+// planner's lower bound), the driver calls, where the excess lies at the peak, and with
+// --min-limit the smallest memory_limit that serves the whole run. Fences complete on the
+// recorded clock plus --fence-latency. User documentation: docs/simulate.md.
+#include <fmt/core.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "planner/input/lifetime_reader.h"
+#include "settings/config.h"
+#include "simulate/simulation.h"
+
+namespace luma::tools {
+
+namespace {
+
+struct SimulateOptions {
+  std::string input;
+  std::vector<std::string> confs;
+  std::string fence_latency = "0";
+  std::optional<int> device;
+  bool min_limit = false;
+  bool json = false;
+};
+
+struct Column {
+  std::string label;  // the --conf text, or "default"
+  core::SimOptions options;
+};
+
+struct DeviceRun {
+  core::SimResult result;
+  std::optional<core::MinLimit> min_limit;
+};
+
+[[noreturn]] void fail(int code, const std::string& message) {
+  std::fprintf(stderr, "luma simulate: %s\n", message.c_str());
+  throw ExitCode{code};
+}
+
+// "0", or a number with a unit: ns, us, ms, s ("50us", "1.5ms").
+std::optional<std::uint64_t> parse_duration(const std::string& text) {
+  if (text == "0") return 0;
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const std::string unit = text.substr(used);
+  double scale = 0;
+  if (unit == "ns") scale = 1;
+  else if (unit == "us") scale = 1e3;
+  else if (unit == "ms") scale = 1e6;
+  else if (unit == "s") scale = 1e9;
+  if (scale == 0 || !std::isfinite(v) || v < 0 || v * scale > 1e18) return std::nullopt;
+  return static_cast<std::uint64_t>(std::llround(v * scale));
+}
+
+std::string grouped(std::uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i != 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string mib(std::uint64_t b) { return fmt::format("{:.1f} MiB", double(b) / double(1 << 20)); }
+
+double ratio(std::uint64_t a, std::uint64_t peak_live) {
+  return peak_live == 0 ? 0.0 : double(a) / double(peak_live);
+}
+
+std::vector<Column> columns_of(const SimulateOptions& o, std::uint64_t latency) {
+  std::vector<Column> columns;
+  const std::vector<std::string> confs = o.confs.empty() ? std::vector<std::string>{""} : o.confs;
+  for (const std::string& conf : confs) {
+    core::ParseResult parsed = core::parse_settings(conf);
+    for (const std::string& e : core::validate(parsed.settings.allocator)) parsed.errors.push_back(e);
+    if (!parsed.errors.empty()) fail(kExitUsage, "--conf '" + conf + "': " + parsed.errors.front());
+    Column c;
+    c.label = conf.empty() ? "default" : conf;
+    c.options.settings = parsed.settings;
+    c.options.fence_latency_ns = latency;
+    columns.push_back(std::move(c));
+  }
+  return columns;
+}
+
+// One table row: a label, then one cell per column.
+void row(const std::string& label, const std::vector<std::string>& cells, std::size_t width) {
+  std::string line = fmt::format("  {:<38}", label);
+  for (const std::string& c : cells) line += fmt::format(" {:>{}}", c, width);
+  fmt::print("{}\n", line);
+}
+
+template <typename F>
+std::vector<std::string> cells(const std::vector<DeviceRun>& runs, F&& f) {
+  std::vector<std::string> out;
+  for (const DeviceRun& r : runs) out.push_back(f(r));
+  return out;
+}
+
+void print_text(const SimulateOptions& o, const std::string& format, const core::SimSequence& seq,
+                const std::vector<Column>& columns, const std::vector<DeviceRun>& runs, std::uint64_t latency) {
+  const std::uint64_t span = seq.ops.empty() ? 0 : seq.ops.back().time_ns - seq.ops.front().time_ns;
+  fmt::print("{}: {}, device {}: {} allocations, {} frees{}\n", o.input, format, seq.device,
+             grouped(seq.allocations), grouped(seq.frees),
+             seq.has_times ? fmt::format(" over {:.3f} s", double(span) / 1e9) : " (no clock)");
+  fmt::print("peak live {} B: the planner's lower bound, no allocator can hold less\n", grouped(seq.peak_live));
+  if (latency == 0)
+    fmt::print("fence latency 0: a freed block is reusable as soon as it is fenced (the policy alone)\n");
+  else
+    fmt::print("fence latency {}: a fence is done {} ns of recorded time after it is recorded\n",
+               o.fence_latency, grouped(latency));
+  std::size_t width = 16;
+  for (const Column& c : columns) width = std::max(width, c.label.size());
+  std::string header = fmt::format("  {:<38}", "");
+  for (const Column& c : columns) header += fmt::format(" {:>{}}", c.label, width);
+  fmt::print("\n{}\n", header);
+  const std::uint64_t live = seq.peak_live;
+  row("peak reserved (B)", cells(runs, [](const DeviceRun& r) { return grouped(r.result.peak_reserved); }), width);
+  row("  x peak live", cells(runs, [&](const DeviceRun& r) {
+        return fmt::format("{:.3f}", ratio(r.result.peak_reserved, live));
+      }), width);
+  row("driver allocations (segments reserved)", cells(runs, [](const DeviceRun& r) { return grouped(r.result.reserves); }), width);
+  row("  per 100 allocations", cells(runs, [&](const DeviceRun& r) {
+        return fmt::format("{:.2f}", seq.allocations == 0 ? 0.0 : 100.0 * double(r.result.reserves) / double(seq.allocations));
+      }), width);
+  row("driver frees (segments released)", cells(runs, [](const DeviceRun& r) { return grouped(r.result.releases); }), width);
+  if (latency != 0)
+    row("fence waits (stalled, ms)", cells(runs, [](const DeviceRun& r) {
+          return fmt::format("{} ({:.3f})", grouped(r.result.fence_waits), double(r.result.fence_wait_ns) / 1e6);
+        }), width);
+  bool any_failed = false;
+  for (const DeviceRun& r : runs) any_failed |= !r.result.completed;
+  if (any_failed)
+    row("runs out at allocation", cells(runs, [](const DeviceRun& r) {
+          return r.result.completed ? std::string("-")
+                                    : fmt::format("#{} ({})", grouped(r.result.allocations), mib(r.result.failed_bytes));
+        }), width);
+  fmt::print("  at the peak of reserved:\n");
+  using A = core::PeakAttribution;
+  auto part = [&](const std::string& label, std::uint64_t A::*field) {
+    row(label, cells(runs, [&](const DeviceRun& r) { return r.result.attributed ? mib(r.result.at_peak.*field) : "-"; }), width);
+  };
+  row("  after allocation (number: bytes)", cells(runs, [](const DeviceRun& r) {
+        return r.result.attributed ? fmt::format("#{}: {}", grouped(r.result.at_peak.allocation), mib(r.result.at_peak.request))
+                                   : std::string("-");
+      }), width);
+  part("  live (requested)", &A::live_requested);
+  part("  rounding (rounded - requested)", &A::rounding);
+  part("  rests not split off", &A::unsplit);
+  part("  waiting for a fence", &A::pending);
+  part("  free: rest of the new segment", &A::new_segment_rest);
+  part("  free: pieces smaller than the request", &A::free_pieces_too_small);
+  part("  free: segments smaller than it", &A::free_segments_too_small);
+  part("  free: in the other pool", &A::free_other_pool);
+  part("  free: large enough, kept whole", &A::free_fitting);
+  row("  (live below the run's peak live)", cells(runs, [](const DeviceRun& r) {
+        return r.result.attributed ? "-" + mib(r.result.at_peak.live_below_peak) : std::string("-");
+      }), width);
+  if (any_failed) {
+    fmt::print("  where it ran out (the refused allocation):\n");
+    auto fpart = [&](const std::string& label, std::uint64_t A::*field) {
+      row(label, cells(runs, [&](const DeviceRun& r) { return r.result.completed ? "-" : mib(r.result.at_failure.*field); }), width);
+    };
+    fpart("  reserved", &A::reserved);
+    fpart("  live (requested)", &A::live_requested);
+    fpart("  rounding and rests not split off", &A::unsplit);
+    fpart("  waiting for a fence", &A::pending);
+    fpart("  free: pieces smaller than the request", &A::free_pieces_too_small);
+    fpart("  free: segments smaller than it", &A::free_segments_too_small);
+    fpart("  free: in the other pool", &A::free_other_pool);
+    fpart("  free: large enough, kept whole", &A::free_fitting);
+  }
+  if (o.min_limit) {
+    row("smallest memory_limit that completes", cells(runs, [&](const DeviceRun& r) {
+          return fmt::format("{:.3f} x", ratio(r.min_limit->completes, live));
+        }), width);
+    row("  (B)", cells(runs, [](const DeviceRun& r) { return grouped(r.min_limit->completes); }), width);
+    row("  runs out at", cells(runs, [&](const DeviceRun& r) {
+          return r.min_limit->fails == 0 ? std::string("-") : fmt::format("{:.3f} x", ratio(r.min_limit->fails, live));
+        }), width);
+  }
+}
+
+nlohmann::json attribution_json(const core::PeakAttribution& a) {
+  return {{"op", a.op},
+          {"allocation", a.allocation},
+          {"request_bytes", a.request},
+          {"rounded_bytes", a.rounded},
+          {"reserved_bytes", a.reserved},
+          {"live_requested_bytes", a.live_requested},
+          {"rounding_bytes", a.rounding},
+          {"unsplit_bytes", a.unsplit},
+          {"pending_bytes", a.pending},
+          {"free_new_segment_rest_bytes", a.new_segment_rest},
+          {"free_pieces_too_small_bytes", a.free_pieces_too_small},
+          {"free_segments_too_small_bytes", a.free_segments_too_small},
+          {"free_other_pool_bytes", a.free_other_pool},
+          {"free_fitting_bytes", a.free_fitting},
+          {"live_below_peak_bytes", a.live_below_peak}};
+}
+
+nlohmann::json device_json(const core::SimSequence& seq, const std::vector<Column>& columns,
+                           const std::vector<DeviceRun>& runs) {
+  nlohmann::json out = {{"device", seq.device},
+                        {"allocations", seq.allocations},
+                        {"frees", seq.frees},
+                        {"has_clock", seq.has_times},
+                        {"peak_live_bytes", seq.peak_live},
+                        {"runs", nlohmann::json::array()}};
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const core::SimResult& r = runs[i].result;
+    nlohmann::json j = {{"conf", columns[i].label},
+                        {"completed", r.completed},
+                        {"allocations_served", r.allocations},
+                        {"peak_reserved_bytes", r.peak_reserved},
+                        {"peak_reserved_over_peak_live", ratio(r.peak_reserved, seq.peak_live)},
+                        {"driver_allocations", r.reserves},
+                        {"driver_frees", r.releases},
+                        {"fences", r.fences},
+                        {"fence_waits", r.fence_waits},
+                        {"fence_wait_ns", r.fence_wait_ns},
+                        {"at_peak", r.attributed ? attribution_json(r.at_peak) : nlohmann::json(nullptr)}};
+    if (!r.completed) j["failed"] = {{"op", r.failed_op}, {"bytes", r.failed_bytes}};
+    if (runs[i].min_limit)
+      j["min_limit"] = {{"completes_bytes", runs[i].min_limit->completes},
+                        {"completes_over_peak_live", ratio(runs[i].min_limit->completes, seq.peak_live)},
+                        {"fails_bytes", runs[i].min_limit->fails},
+                        {"simulations", runs[i].min_limit->runs}};
+    out["runs"].push_back(std::move(j));
+  }
+  return out;
+}
+
+void run_simulate(const SimulateOptions& o) {
+  const std::optional<std::uint64_t> latency = parse_duration(o.fence_latency);
+  if (!latency)
+    fail(kExitUsage, "--fence-latency '" + o.fence_latency +
+                         "': expected 0 or a number with a unit ns, us, ms or s (e.g. 50us)");
+  const std::vector<Column> columns = columns_of(o, *latency);
+  core::SimInput input;
+  try {
+    input = core::read_sim_input(o.input);
+  } catch (const std::exception& e) {
+    fail(kExitFailure, e.what());
+  }
+  std::vector<const core::SimSequence*> devices;
+  for (const core::SimSequence& s : input.devices)
+    if (!o.device || *o.device == s.device) devices.push_back(&s);
+  if (devices.empty())
+    fail(kExitFailure, o.device ? fmt::format("{}: no allocations on device {}", o.input, *o.device)
+                                : o.input + ": no allocations");
+  nlohmann::json json = {{"input", o.input},
+                         {"format", input.format},
+                         {"fence_latency_ns", *latency},
+                         {"devices", nlohmann::json::array()}};
+  bool first = true;
+  for (const core::SimSequence* seq : devices) {
+    if (*latency != 0 && !seq->has_times)
+      fail(kExitUsage, fmt::format("{}: a {} records no clock, so --fence-latency has nothing to add to: "
+                                   "leave it at 0", o.input, input.format));
+    std::vector<DeviceRun> runs;
+    for (const Column& c : columns) {
+      DeviceRun run;
+      try {
+        run.result = core::simulate(*seq, c.options);
+        if (o.min_limit) run.min_limit = core::find_min_limit(*seq, c.options);
+      } catch (const std::invalid_argument& e) {
+        fail(kExitUsage, "--conf '" + c.label + "': " + e.what());
+      }
+      if (!run.result.check_errors.empty())  // a bug in the allocator: say so loudly
+        fail(kExitFailure, "the allocator's invariant check failed (" + c.label + "): " + run.result.check_errors.front());
+      runs.push_back(std::move(run));
+    }
+    if (o.json) {
+      json["devices"].push_back(device_json(*seq, columns, runs));
+    } else {
+      if (!first) fmt::print("\n");
+      print_text(o, input.format, *seq, columns, runs, *latency);
+    }
+    first = false;
+  }
+  if (o.json) fmt::print("{}\n", json.dump(2));
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto o = std::make_shared<SimulateOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "simulate", "Replay a recorded run through luma's allocator under chosen settings: peak reserved, "
+                  "driver calls, where the excess lies");
+  cmd->add_option("TRACE", o->input,
+                  "luma trace, RMM log (Thread,Time,Action,Pointer,Size,Stream) or planner CSV "
+                  "(id,lower,upper,size[,alignment])")
+      ->required();
+  cmd->add_option("--conf", o->confs,
+                  "allocator settings in LUMA_CONF syntax (key:value,...); repeat to compare several side by "
+                  "side (default: luma's defaults)");
+  cmd->add_option("--fence-latency", o->fence_latency,
+                  "how long after its fence is recorded a freed block becomes reusable, on the recorded "
+                  "clock: 0 (default: at once, the policy alone) or a number with ns, us, ms or s");
+  cmd->add_flag("--min-limit", o->min_limit,
+                "also bisect the smallest memory_limit under which every allocation is served");
+  cmd->add_option("--device", o->device, "simulate only this device");
+  cmd->add_flag("--json", o->json, "print JSON instead of text");
+  cmd->callback([o] { run_simulate(*o); });
+}
+
+}  // namespace luma::tools
