@@ -32,6 +32,7 @@ enum : CUresult {
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_NOT_READY = 600,
+  CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY = 224,
   CUDA_ERROR_NOT_SUPPORTED = 801,
   CUDA_ERROR_UNKNOWN = 999,
 };
@@ -97,6 +98,17 @@ typedef CUresult (*PFN_cuDevicePrimaryCtxRelease_v2)(CUdevice dev);
 typedef CUresult (*PFN_cuDevicePrimaryCtxReset_v2)(CUdevice dev);
 typedef CUresult (*PFN_cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned int* flags, int* active);
 typedef CUresult (*PFN_cuCtxCreate_v2)(CUcontext* ctx, unsigned int flags, CUdevice dev);  // 3020 ABI
+// cuCtxCreate's later ABIs take parameter blocks luma only passes on (cudaTypedefs.h:
+// PFN_cuCtxCreate_v11040 with CUexecAffinityParam*, PFN_cuCtxCreate_v12050 with
+// CUctxCreateParams*).
+typedef struct CUexecAffinityParam_st CUexecAffinityParam;
+typedef struct CUctxCreateParams_st CUctxCreateParams;
+typedef CUresult (*PFN_cuCtxCreate_v3)(CUcontext* ctx, CUexecAffinityParam* params, int count,
+                                       unsigned int flags, CUdevice dev);  // 11040 ABI
+typedef CUresult (*PFN_cuCtxCreate_v4)(CUcontext* ctx, CUctxCreateParams* params,
+                                       unsigned int flags, CUdevice dev);  // 12050 ABI
+typedef CUresult (*PFN_cuCtxAttach)(CUcontext* ctx, unsigned int flags);   // 2000 ABI
+typedef CUresult (*PFN_cuCtxDetach)(CUcontext ctx);                        // 2000 ABI
 typedef CUresult (*PFN_cuCtxDestroy_v2)(CUcontext ctx);
 typedef CUresult (*PFN_cuCtxGetCurrent)(CUcontext* ctx);
 typedef CUresult (*PFN_cuCtxSetCurrent)(CUcontext ctx);

@@ -28,7 +28,12 @@
 // 2.2 and cuMemFreeHost in 2.0 (one ABI each); cuMemAllocHost's _v2 in 3.2; cuGetProcAddress
 // in 11.3 and its _v2 ABI (symbolStatus) in 12.0;
 // cuIpcGetMemHandle in 4.1; stream capture in 10.0 (global mode only) and its _v2 ABI with a
-// mode, with cuThreadExchangeStreamCaptureMode, in 10.1.
+// mode, with cuThreadExchangeStreamCaptureMode, in 10.1. The calls that change a thread's
+// current context (current_context.h): cuCtxSetCurrent and the _v2 ABIs of
+// cuCtxPushCurrent/cuCtxPopCurrent in 4.0, cuCtxCreate's _v2 in 3.2, _v3 (execution
+// affinity) in 11.4, _v4 (CUctxCreateParams) in 12.5; cuCtxAttach/cuCtxDetach have only
+// the 2.0 ABI (cudaTypedefs.h). Their older ABIs are not hooked: a request for one stops
+// the tracking of current contexts.
 // Twins: two rows with the same driver_name and min_version (legacy and per_thread) are the
 // two variants of one function; which one a request gets is the driver's decision, and
 // luma hands out its hook of that same variant (serve.cpp, substitute()).
@@ -69,7 +74,15 @@
   X(stream_begin_capture_ptsz, cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture_v2_ptsz", 10010, 0, PFN_cuStreamBeginCapture_v2, per_thread, "cuStreamBeginCapture") \
   X(stream_end_capture, cuStreamEndCapture, "cuStreamEndCapture", 10000, 0, PFN_cuStreamEndCapture, legacy, "cuStreamEndCapture") \
   X(stream_end_capture_ptsz, cuStreamEndCapture_ptsz, "cuStreamEndCapture_ptsz", 10000, 0, PFN_cuStreamEndCapture, per_thread, "cuStreamEndCapture") \
-  X(thread_exchange_capture_mode, cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 10010, 0, PFN_cuThreadExchangeStreamCaptureMode, legacy, "cuThreadExchangeStreamCaptureMode")
+  X(thread_exchange_capture_mode, cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 10010, 0, PFN_cuThreadExchangeStreamCaptureMode, legacy, "cuThreadExchangeStreamCaptureMode") \
+  X(ctx_set_current, cuCtxSetCurrent, "cuCtxSetCurrent", 4000, 0, PFN_cuCtxSetCurrent, legacy, "cuCtxSetCurrent") \
+  X(ctx_push_current, cuCtxPushCurrent_v2, "cuCtxPushCurrent", 4000, 0, PFN_cuCtxPushCurrent_v2, legacy, "cuCtxPushCurrent") \
+  X(ctx_pop_current, cuCtxPopCurrent_v2, "cuCtxPopCurrent", 4000, 0, PFN_cuCtxPopCurrent_v2, legacy, "cuCtxPopCurrent") \
+  X(ctx_create_v2, cuCtxCreate_v2, "cuCtxCreate", 3020, 11040, PFN_cuCtxCreate_v2, legacy, "cuCtxCreate") \
+  X(ctx_create_v3, cuCtxCreate_v3, "cuCtxCreate", 11040, 12050, PFN_cuCtxCreate_v3, legacy, "cuCtxCreate") \
+  X(ctx_create_v4, cuCtxCreate_v4, "cuCtxCreate", 12050, 0, PFN_cuCtxCreate_v4, legacy, "cuCtxCreate") \
+  X(ctx_attach, cuCtxAttach, "cuCtxAttach", 2000, 0, PFN_cuCtxAttach, legacy, "cuCtxAttach") \
+  X(ctx_detach, cuCtxDetach, "cuCtxDetach", 2000, 0, PFN_cuCtxDetach, legacy, "cuCtxDetach")
 
 // LUMA_DRIVER_CALLS(X): entry points luma calls itself but does not hook.
 //   X(id, driver_name, version, pfn) - resolved with cuGetProcAddress_v2 at that ABI
@@ -78,8 +91,6 @@
 //   stream by stream (context_fence.h).
 #define LUMA_DRIVER_CALLS(X) \
   X(ctx_get_current, "cuCtxGetCurrent", 4000, PFN_cuCtxGetCurrent) \
-  X(ctx_push_current, "cuCtxPushCurrent", 4000, PFN_cuCtxPushCurrent_v2) \
-  X(ctx_pop_current, "cuCtxPopCurrent", 4000, PFN_cuCtxPopCurrent_v2) \
   X(ctx_get_device, "cuCtxGetDevice", 2000, PFN_cuCtxGetDevice) \
   X(ctx_synchronize, "cuCtxSynchronize", 2000, PFN_cuCtxSynchronize) \
   X(event_create, "cuEventCreate", 2000, PFN_cuEventCreate) \

@@ -274,6 +274,57 @@ LUMA_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
   return d->stream_destroy(stream);
 }
 
+// ---- current context: followed so that an allocation asks the driver nothing -----------
+// (current_context.h). Each call is the driver's; luma notes what it left current.
+
+LUMA_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+  return forward_then_observe<&RealDriver::ctx_set_current>(
+      [](State&, CUcontext c) { on_current_context(c); }, ctx);
+}
+
+LUMA_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+  return forward_then_observe<&RealDriver::ctx_push_current>(
+      [](State&, CUcontext c) { on_current_context(c); }, ctx);
+}
+
+// What a pop leaves current is the context below on the stack, which luma does not keep:
+// the next allocation of this thread asks. Likewise for a create (it pushes), whose new
+// context luma learns at its first allocation.
+LUMA_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
+  return forward_then_observe<&RealDriver::ctx_pop_current, true>(
+      [](State&, CUcontext*) { on_current_context_unknown(); }, pctx);
+}
+
+LUMA_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  return forward_then_observe<&RealDriver::ctx_create_v2, true>(
+      [](State&, CUcontext*, unsigned, CUdevice) { on_current_context_unknown(); }, pctx, flags, dev);
+}
+
+LUMA_EXPORT CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, int count,
+                                    unsigned int flags, CUdevice dev) {
+  return forward_then_observe<&RealDriver::ctx_create_v3, true>(
+      [](State&, CUcontext*, CUexecAffinityParam*, int, unsigned, CUdevice) { on_current_context_unknown(); },
+      pctx, params, count, flags, dev);
+}
+
+LUMA_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
+                                    CUdevice dev) {
+  return forward_then_observe<&RealDriver::ctx_create_v4, true>(
+      [](State&, CUcontext*, CUctxCreateParams*, unsigned, CUdevice) { on_current_context_unknown(); },
+      pctx, params, flags, dev);
+}
+
+// The deprecated attach/detach pair may make a context current or destroy it anywhere.
+LUMA_EXPORT CUresult cuCtxAttach(CUcontext* pctx, unsigned int flags) {
+  return forward_then_observe<&RealDriver::ctx_attach, true>(
+      [](State&, CUcontext*, unsigned) { on_contexts_changed(); }, pctx, flags);
+}
+
+LUMA_EXPORT CUresult cuCtxDetach(CUcontext ctx) {
+  return forward_then_observe<&RealDriver::ctx_detach, true>(
+      [](State&, CUcontext) { on_contexts_changed(); }, ctx);
+}
+
 // ---- context lifetime: a destroyed context takes its memory along ---------------------
 
 LUMA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {

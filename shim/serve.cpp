@@ -18,6 +18,7 @@
 
 #include "call_context.h"
 #include "capture_registry.h"
+#include "current_context.h"
 #include "dlsym_hook.h"
 #include "forwarded_calls.h"
 #include "limits/limited_mem_info.h"
@@ -115,11 +116,21 @@ void warn_table_full() noexcept {
   return found;
 }
 
+// The context current on this thread: what the context calls left current
+// (current_context.h), else the driver's answer, remembered. False: the driver failed.
+[[gnu::always_inline]] inline bool current_context(const State& s, CUcontext* ctx) noexcept {
+  if (CurrentContext::known(ctx)) [[likely]]
+    return true;
+  if (s.driver.ctx_get_current(ctx) != CUDA_SUCCESS) return false;
+  CurrentContext::remember(*ctx);
+  return true;
+}
+
 // The entry of the context current on this thread (nullptr: none current). The common
-// case - the context is known - stays in the caller: one driver call and a short scan.
+// case - the context is known - stays in the caller: no driver call and a short scan.
 inline ContextEntry* current_entry(State& s) {
   CUcontext ctx = nullptr;
-  if (s.driver.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return nullptr;
+  if (!current_context(s, &ctx) || ctx == nullptr) return nullptr;
   if (ContextEntry* e = s.contexts.find(ctx)) [[likely]]
     return e;
   return new_entry(s, ctx);
@@ -344,7 +355,7 @@ CUresult serve_mem_free_async(State& s, CUdeviceptr dptr, CUstream stream,
   // check), and luma's block must not be freed by it either.
   if (stream == nullptr || stream == LUMA_CU_STREAM_LEGACY) {
     CUcontext ctx = nullptr;
-    if (s.driver.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx == nullptr &&
+    if (current_context(s, &ctx) && ctx == nullptr &&
         owner_of(s, as_ptr(dptr), nullptr) != nullptr)
       return CUDA_ERROR_INVALID_CONTEXT;
   }
@@ -410,7 +421,7 @@ CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total) {
     e = current_entry(s);
   } else {
     CUcontext ctx = nullptr;
-    if (s.driver.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx != nullptr) e = s.contexts.find(ctx);
+    if (current_context(s, &ctx) && ctx != nullptr) e = s.contexts.find(ctx);
   }
   if (e == nullptr) return r;
   luma::core::MemInfoInput in;
@@ -458,7 +469,7 @@ void on_stream_created(State& s, CUstream stream, unsigned flags) noexcept {
   if ((flags & CU_STREAM_NON_BLOCKING) == 0) return;  // the legacy stream covers it
   if (!s.serves()) return;
   CUcontext ctx = nullptr;
-  if (s.driver.ctx_get_current(&ctx) != CUDA_SUCCESS) return;
+  if (!current_context(s, &ctx)) return;
   try {
     s.streams.add(ctx, stream);
   } catch (...) {
@@ -474,13 +485,18 @@ void on_stream_destroying(State& s, CUstream stream) noexcept {
 // context's entry is retired (retire_entry): the segments luma cached are gone with it,
 // and a later context (even with the same handle) is served afresh.
 void on_context_destroyed(State& s, CUcontext ctx) noexcept {
+  CurrentContext::forget_everywhere();  // it was current here (popped) or elsewhere
   s.captures.end_context(ctx);
   if (ContextEntry* e = s.contexts.find(ctx)) retire_entry(s, e);
 }
 
-void on_primary_context_reset(State& s, CUdevice device) noexcept { retire_primary(s, device); }
+void on_primary_context_reset(State& s, CUdevice device) noexcept {
+  CurrentContext::forget_everywhere();
+  retire_primary(s, device);
+}
 
 void on_primary_context_released(State& s, CUdevice device) noexcept {
+  CurrentContext::forget_everywhere();
   // Only the last release destroys it: ask whether it is still active.
   unsigned flags = 0;
   int active = 1;
@@ -495,7 +511,7 @@ void on_primary_context_released(State& s, CUdevice device) noexcept {
 // allowed (observed on an H200).
 void on_capture_begun(State& s, CUstream stream, CUstreamCaptureMode mode) noexcept {
   CUcontext ctx = nullptr;
-  if (s.driver.ctx_get_current(&ctx) != CUDA_SUCCESS) ctx = nullptr;
+  if (!current_context(s, &ctx)) ctx = nullptr;
   try {
     s.captures.begin(ctx, stream, static_cast<CaptureMode>(mode), this_thread_id());
   } catch (...) {
@@ -504,6 +520,10 @@ void on_capture_begun(State& s, CUstream stream, CUstreamCaptureMode mode) noexc
 }
 
 void on_capture_ended(State& s, CUstream stream) noexcept { s.captures.end(stream); }
+
+void on_current_context(CUcontext ctx) noexcept { CurrentContext::remember(ctx); }
+void on_current_context_unknown() noexcept { CurrentContext::forget_here(); }
+void on_contexts_changed() noexcept { CurrentContext::forget_everywhere(); }
 
 void on_thread_capture_mode(CUstreamCaptureMode mode) noexcept {
   thread_capture_mode() = static_cast<CaptureMode>(mode);
@@ -516,7 +536,16 @@ void substitute(const char* symbol, void** pfn, int version) noexcept {
   State* s = state_if_ready();
   if (s != nullptr && s->settings.disable) return;
   Hook h = hook_for_request(symbol, version);
-  if (h == Hook::none) return;
+  if (h == Hook::none) {
+    // A context call at an ABI luma does not hook: it could change a current context
+    // unseen, so every allocation asks the driver from now on (current_context.h).
+    if (changes_current_context(symbol) && CurrentContext::tracking()) {
+      CurrentContext::stop_tracking();
+      log_noexcept(spdlog::level::info, "{} requested at ABI {}: luma asks the driver for the current "
+                                        "context at every allocation from now on", symbol, version);
+    }
+    return;
+  }
   if (const Hook twin = twin_of(h); twin != Hook::none) {
     // Which twin the driver handed out (the request's flags and the program's default
     // stream decided): luma's hook must forward to that same one.

@@ -743,6 +743,31 @@ CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+// cuCtxCreate's later ABIs (cudaTypedefs.h: 11040 adds execution-affinity parameters,
+// 12050 a CUctxCreateParams block): without parameters they are cuCtxCreate_v2. Execution
+// affinity and CIG contexts are not imitated: asked for, they are refused with
+// CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY / CUDA_ERROR_NOT_SUPPORTED (codes cuda.h lists for
+// the calls; what an H200 answers is not yet observed).
+CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, int count, unsigned int flags,
+                        CUdevice dev) {
+  if (count < 0 || (count > 0 && params == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  if (count > 0) return CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
+  return cuCtxCreate_v2(pctx, flags, dev);
+}
+CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
+  struct Params {  // CUctxCreateParams (cuda.h)
+    void* exec_affinity;
+    int exec_affinity_count;
+    void* cig;
+  };
+  if (params != nullptr) {
+    const auto* p = reinterpret_cast<const Params*>(params);
+    if (p->exec_affinity_count > 0) return CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
+    if (p->cig != nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  return cuCtxCreate_v2(pctx, flags, dev);
+}
+
 // Destroys a context made by cuCtxCreate_v2: its memory is freed, its handle is invalid
 // from now on, and it leaves the calling thread's stack if it is there.
 CUresult cuCtxDestroy_v2(CUcontext ctx) {

@@ -23,6 +23,10 @@ LUMA_FAKE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 LUMA_FAKE_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
 LUMA_FAKE_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active);
 LUMA_FAKE_API CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev);
+LUMA_FAKE_API CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, int count,
+                                      unsigned int flags, CUdevice dev);
+LUMA_FAKE_API CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
+                                      CUdevice dev);
 LUMA_FAKE_API CUresult cuCtxDestroy_v2(CUcontext ctx);
 LUMA_FAKE_API CUresult cuCtxGetCurrent(CUcontext* ctx);
 LUMA_FAKE_API CUresult cuCtxSetCurrent(CUcontext ctx);

@@ -1106,6 +1106,34 @@ TEST_F(FakeDriver, CaptureForksAndJoinsThroughEvents) {
   EXPECT_EQ(cuStreamDestroy_v2(s2), CUDA_SUCCESS);
 }
 
+// cuCtxCreate's later ABIs: without parameters as _v2 (a new context, current); execution
+// affinity and CIG parameters are refused (not imitated); each is what cuGetProcAddress
+// hands out at its version.
+TEST_F(FakeDriver, CtxCreateLaterAbis) {
+  CUdevice dev = 0;
+  CUcontext c = nullptr, cur = nullptr;
+  ASSERT_EQ(cuCtxCreate_v3(&c, nullptr, 0, 0, dev), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  EXPECT_EQ(cur, c);
+  EXPECT_EQ(cuCtxDestroy_v2(c), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxCreate_v4(&c, nullptr, 0, dev), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  EXPECT_EQ(cur, c);
+  EXPECT_EQ(cuCtxDestroy_v2(c), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxCreate_v3(&c, nullptr, 1, 0, dev), CUDA_ERROR_INVALID_VALUE);
+  struct { void* affinity; int count; void* cig; } params{&dev, 1, nullptr};
+  EXPECT_EQ(cuCtxCreate_v4(&c, reinterpret_cast<CUctxCreateParams*>(&params), 0, dev),
+            CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY);
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult st{};
+  ASSERT_EQ(cuGetProcAddress_v2("cuCtxCreate", &fn, 12050, 0, &st), CUDA_SUCCESS);
+  EXPECT_EQ(fn, reinterpret_cast<void*>(&cuCtxCreate_v4));
+  ASSERT_EQ(cuGetProcAddress_v2("cuCtxCreate", &fn, 11040, 0, &st), CUDA_SUCCESS);
+  EXPECT_EQ(fn, reinterpret_cast<void*>(&cuCtxCreate_v3));
+  ASSERT_EQ(cuGetProcAddress_v2("cuCtxCreate", &fn, 3020, 0, &st), CUDA_SUCCESS);
+  EXPECT_EQ(fn, reinterpret_cast<void*>(&cuCtxCreate_v2));
+}
+
 // cuStreamGetFlags of a capturing stream (observed on an H200, driver 580): refused with
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the capture invalidated, in every mode; the
 // queries made for the purpose (cuStreamIsCapturing, cuStreamGetCaptureInfo) leave it be.

@@ -40,6 +40,8 @@ const Entry kEntries[] = {
     {"cuDevicePrimaryCtxReset", 11000, FN(cuDevicePrimaryCtxReset_v2), nullptr},
     {"cuDevicePrimaryCtxGetState", 7000, FN(cuDevicePrimaryCtxGetState), nullptr},
     {"cuCtxCreate", 3020, FN(cuCtxCreate_v2), nullptr},
+    {"cuCtxCreate", 11040, FN(cuCtxCreate_v3), nullptr},
+    {"cuCtxCreate", 12050, FN(cuCtxCreate_v4), nullptr},
     {"cuCtxDestroy", 4000, FN(cuCtxDestroy_v2), nullptr},
     {"cuCtxGetCurrent", 4000, FN(cuCtxGetCurrent), nullptr},
     {"cuCtxSetCurrent", 4000, FN(cuCtxSetCurrent), nullptr},
