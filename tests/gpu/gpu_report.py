@@ -485,7 +485,10 @@ def torch_section(w, failures, misses, notes_out):
         for alloc, label in ALLOCATORS:
             name = f"{prefix}-{alloc}"
             r, d = torch_result(w, name, alloc)
-            if alloc == "luma-exp" and luma_lacks_expandable(w, name):
+            # The first run that names the key unknown stands for the build (the script
+            # then skips the later ones).
+            if alloc == "luma-exp" and (luma_lacks_expandable(w, name) or
+                                        luma_lacks_expandable(w, "torch-luma-exp")):
                 unsupported.add(alloc)
                 rows.append(f"| {label} | not supported by this build (luma names "
                             "expandable_segments an unknown key) | | | | | | |")
@@ -664,6 +667,10 @@ def live_section(w, failures):
         failures.append(f"live-view: no result (exit {rc_text(w.rc('live-view'))})"
                         f"{last_line(w, 'live-view')}")
         return ["Not run: no result from tests/gpu/live_view.py."]
+    if "help_exit" in r and r["help_exit"] != 0:  # None: it could not be started
+        failures.append(f"live-view: luma --help exited {r['help_exit']}: "
+                        f"{(r.get('help_error') or '').strip()[-200:]}")
+        return [f"Not run: `luma --help` exited {r['help_exit']}."]
     rows = ["| view | in this build | the job's pid seen | allocated | reserved | verdict |",
             "|---|---|---|---:|---:|---|"]
     pid = r.get("job_pid")

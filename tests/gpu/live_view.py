@@ -11,7 +11,7 @@ and output. The luma tool runs with --tool-libs on LD_LIBRARY_PATH (its bundled 
 libraries); the job never does. A luma without the `top` (or `exporter`) subcommand is
 recorded as "not in this build" and the job is not started.
 Exit 0 both views saw the job with allocated and reserved bytes > 0 (or a view is not in
-this build), 1 otherwise, 2 usage.
+this build), 1 otherwise (or `luma --help` failed), 2 usage.
 """
 
 import argparse
@@ -150,8 +150,11 @@ def main(argv):
     seen["help_exit"] = rc
     seen["top_in_build"] = has_subcommand(help_text + err, "top")
     seen["exporter_in_build"] = has_subcommand(help_text + err, "exporter")
-    ok = True
-    if seen["top_in_build"] or seen["exporter_in_build"]:
+    ok = rc == 0
+    if rc != 0:  # a tool that cannot run says nothing about what is in the build
+        seen["help_error"] = (err or help_text)[-2000:]
+        print(f"live-view: luma --help exited {rc}: {seen['help_error'].strip()[-300:]}")
+    if rc == 0 and (seen["top_in_build"] or seen["exporter_in_build"]):
         with open(a.job_log, "w", encoding="utf-8") as log:
             job = subprocess.Popen(a.job, stdout=log, stderr=subprocess.STDOUT)
             seen["job_pid"] = job.pid
@@ -169,7 +172,7 @@ def main(argv):
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump(seen, f, indent=1)
     for name in ("top", "exporter"):
-        if not seen[f"{name}_in_build"]:
+        if rc == 0 and not seen[f"{name}_in_build"]:
             print(f"live-view: luma {name}: not in this build")
     if "top" in seen:
         print(f"live-view: luma top: job pid {seen.get('job_pid')} row {seen['top']['row']}")

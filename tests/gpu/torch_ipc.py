@@ -142,7 +142,8 @@ def main(argv):
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1)
     wrong_peer = out["wrong_in_peer"]
-    print(f"{a.label}: {a.tensors} tensors ({out['bytes']} bytes) shared; peer received "
+    print(f"{a.label}: {a.tensors} tensors ({out['bytes']} bytes, in {out['segments']} PyTorch "
+          f"segments, {out['tensors_sharing_a_segment']} sharing one) shared; peer received "
           f"{out['received_by_peer']}, found {len(wrong_peer) if wrong_peer is not None else 'n/a'} "
           f"wrong; {len(reply_wrong)} replies wrong; peer exit {peer_rc}"
           + (f"; peer error {answer['error']}" if "error" in answer else ""), flush=True)
