@@ -446,13 +446,14 @@ def sanitizer_section(w, failures, misses):
             misses.append(f"compute-sanitizer {mode}: luma {la} invalid accesses, plain {pa}")
         rows_luma = f"{la} / {ls}" if ls is not None else "n/a"
         rows_plain = f"{pa} / {ps}" if ps is not None else "n/a"
-        layout = re.search(r"layout: (.*)", luma or "")
+        layouts = [re.search(r"layout: (.*)", t or "") for t in (plain, luma)]
         described = "yes" if "an NVTX tool is present" in (luma or "") else "no"
         lines.append(f"| {mode} | {rows_plain} | {rows_luma} | "
                      f"{mapped.group(1) if mapped else 'n/a'} | {nvtx.group(1) if nvtx else 'n/a'} | "
                      f"{described} | {'met' if met else 'MISSED'} |")
-        if layout:
-            lines.append(f"| | | under luma: {layout.group(1)} | | | | |")
+        if any(layouts):
+            lp, ll = (m.group(1) if m else "n/a" for m in layouts)
+            lines.append(f"| | plain: {lp} | luma: {ll} | | | | |")
     return lines
 
 
@@ -671,25 +672,30 @@ def live_section(w, failures):
         failures.append(f"live-view: luma --help exited {r['help_exit']}: "
                         f"{(r.get('help_error') or '').strip()[-200:]}")
         return [f"Not run: `luma --help` exited {r['help_exit']}."]
-    rows = ["| view | in this build | the job's pid seen | allocated | reserved | verdict |",
-            "|---|---|---|---:|---:|---|"]
+    rows = ["| view | in this build | the job's pid seen | allocated | reserved | "
+            "gone once the job ended | verdict |", "|---|---|---|---:|---:|---|---|"]
     pid = r.get("job_pid")
     top = r.get("top") or {}
     row = top.get("row")
     if not r.get("top_in_build"):
-        rows.append("| `luma top --once --json` | not in this build | | | | |")
+        rows.append("| `luma top --once --json` | not in this build | | | | | |")
     else:
         ok = bool(row and row.get("allocated_bytes", 0) > 0 and row.get("reserved_bytes", 0) > 0)
         if not ok:
             failures.append(f"live-view: luma top did not show job pid {pid} with allocations "
                             f"(exit {top.get('exit')}, {top.get('tries')} tries)")
+        after = r.get("top_after_exit") or {}
+        gone = after.get("exit") == 0 and after.get("row") is None
+        if not gone:
+            failures.append(f"live-view: luma top still listed job pid {pid} after it ended "
+                            f"(exit {after.get('exit')})")
         rows.append(f"| `luma top --once --json` | yes | {'yes' if row else 'NO'} ({pid}) | "
                     f"{mib(row.get('allocated_bytes')) if row else 'n/a'} | "
                     f"{mib(row.get('reserved_bytes')) if row else 'n/a'} | "
-                    f"{'pass' if ok else 'FAIL'} |")
+                    f"{'yes' if gone else 'NO'} | {'pass' if ok and gone else 'FAIL'} |")
     exp = r.get("exporter") or {}
     if not r.get("exporter_in_build"):
-        rows.append("| `luma exporter` /metrics | not in this build | | | | |")
+        rows.append("| `luma exporter` /metrics | not in this build | | | | | |")
     else:
         v = exp.get("job_values") or {}
         ok = v.get("luma_allocated_bytes", 0) > 0 and v.get("luma_reserved_bytes", 0) > 0
@@ -698,7 +704,7 @@ def live_section(w, failures):
                             f"with allocations (answered {exp.get('answered')}, {exp.get('error')})")
         rows.append(f"| `luma exporter` /metrics | yes | {'yes' if exp.get('job_lines') else 'NO'} "
                     f"({pid}) | {mib(v.get('luma_allocated_bytes'))} | "
-                    f"{mib(v.get('luma_reserved_bytes'))} | {'pass' if ok else 'FAIL'} |")
+                    f"{mib(v.get('luma_reserved_bytes'))} | | {'pass' if ok else 'FAIL'} |")
     return rows
 
 

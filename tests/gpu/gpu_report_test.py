@@ -122,8 +122,10 @@ class Work:
         self.set("sanitizer-command", "/usr/local/cuda/bin/compute-sanitizer --tool memcheck --nvtx yes\n")
         self.set("sanitizer-version.txt", "Version 2025.3.0\n")
         for mode in ("alone", "neighbour"):
-            self.step(f"san-{mode}-plain", SAN_PLAIN)
-            self.step(f"san-{mode}-luma", SAN_PLAIN.replace("mapped: no", "mapped: yes") +
+            layout = "" if mode == "alone" else \
+                "layout: second allocation at first + 4096 bytes; the overflow writes bytes [4000, 4064)\n"
+            self.step(f"san-{mode}-plain", layout + SAN_PLAIN)
+            self.step(f"san-{mode}-luma", layout + SAN_PLAIN.replace("mapped: no", "mapped: yes") +
                       "luma: an NVTX tool is present: luma's segments and blocks are described\n")
         lat = "# cudaMalloc+cudaFree pair latency\n"
         for k, ns in (("raw", 90000), ("luma", 140), ("luma-nosync", 120)):
@@ -155,6 +157,7 @@ class Work:
                                     "top": {"exit": 0, "tries": 3, "row": {
                                         "pid": 4242, "allocated_bytes": 5 << 20,
                                         "reserved_bytes": 20 << 20}},
+                                    "top_after_exit": {"exit": 0, "row": None},
                                     "exporter": {"answered": True, "job_lines": [
                                         'luma_allocated_bytes{pid="4242"} 5242880'],
                                         "job_values": {"luma_allocated_bytes": 5242880.0,
@@ -265,6 +268,8 @@ class ReportTest(unittest.TestCase):
     def test_memcheck_finding_them_all_under_luma_meets_the_target(self):
         _, md = self.report()
         self.assertIn("| alone | 16 / 17 | 16 / 17 | yes | yes | yes | met |", md)
+        self.assertIn("| | plain: second allocation at first + 4096 bytes; the overflow writes "
+                      "bytes [4000, 4064) | luma: second allocation at first + 4096 bytes", md)
 
     def test_memcheck_finding_nothing_plain_means_the_check_is_broken(self):
         self.work.step("san-alone-plain", "========= ERROR SUMMARY: 0 errors\n")
@@ -382,6 +387,14 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(status, 1)
         self.assertIn("live-view: luma --help exited 127: libfmt.so.9: not found",
                       self.section(md, "Failures"))
+
+    def test_a_job_top_still_lists_after_it_ended_fails(self):
+        r = self.work.get("live-view.json")
+        r["top_after_exit"]["row"] = r["top"]["row"]
+        self.work.set("live-view.json", r)
+        status, md = self.report()
+        self.assertEqual(status, 1)
+        self.assertIn("luma top still listed job pid 4242 after it ended", self.section(md, "Failures"))
 
     def test_live_view_that_missed_the_job_fails(self):
         r = self.work.get("live-view.json")

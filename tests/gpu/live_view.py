@@ -5,13 +5,15 @@ Starts JOB (a command that runs under libluma.so: its environment carries LD_PRE
 while it runs asks `luma top --once --json` until the job's row shows allocated bytes (or
 --wait seconds pass), then starts `luma exporter --listen 127.0.0.1:PORT`, fetches
 http://127.0.0.1:PORT/metrics (urllib) and keeps the series of the job's pid. Then it stops
-the exporter and the job (SIGTERM, then SIGKILL) and writes what it saw to one JSON file
-(--out): the job's pid, top's row for it, the metric lines naming it, each command's exit
-and output. The luma tool runs with --tool-libs on LD_LIBRARY_PATH (its bundled shared
-libraries); the job never does. A luma without the `top` (or `exporter`) subcommand is
+the exporter (SIGTERM) and the job (SIGINT, SIGTERM, then SIGKILL), asks luma top once more
+(the job's row must be gone), and writes what it saw to one JSON file (--out): the job's
+pid, top's row for it, the metric lines naming it, each command's exit and output. The
+luma tool runs with --tool-libs on LD_LIBRARY_PATH (its bundled shared libraries); the job
+never does. A luma without the `top` (or `exporter`) subcommand is
 recorded as "not in this build" and the job is not started.
-Exit 0 both views saw the job with allocated and reserved bytes > 0 (or a view is not in
-this build), 1 otherwise (or `luma --help` failed), 2 usage.
+The job must exec its program, not fork it: its pid is the one looked for.
+Exit 0 both views saw the job with allocated and reserved bytes > 0 and top dropped it once
+it ended (or a view is not in this build), 1 otherwise (or `luma --help` failed), 2 usage.
 """
 
 import argparse
@@ -86,15 +88,19 @@ def free_port():
         return s.getsockname()[1]
 
 
-def stop(proc):
-    """SIGTERM, then SIGKILL; the exit status."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
+def stop(proc, signals=(signal.SIGTERM,)):
+    """Each signal in turn until it exits (5 s each), then SIGKILL; the exit status."""
+    for sig in signals:
+        if proc.poll() is not None:
+            break
+        proc.send_signal(sig)
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            pass
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
     return proc.returncode
 
 
@@ -168,7 +174,14 @@ def main(argv):
                     v = seen["exporter"]["job_values"]
                     ok &= v.get("luma_allocated_bytes", 0) > 0 and v.get("luma_reserved_bytes", 0) > 0
             finally:
-                seen["job_exit"] = stop(job)
+                seen["job_exit"] = stop(job, (signal.SIGINT, signal.SIGTERM))
+            if seen["top_in_build"]:
+                # A stopped job may leave its record (no exit handler runs on a signal);
+                # luma top must drop the record of a process that is gone, not list it.
+                after = tool(a, ["top", "--once", "--json"])
+                seen["top_after_exit"] = {"exit": after[0],
+                                          "row": job_row(after[1], job.pid) if after[0] == 0 else None}
+                ok &= after[0] == 0 and seen["top_after_exit"]["row"] is None
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump(seen, f, indent=1)
     for name in ("top", "exporter"):
