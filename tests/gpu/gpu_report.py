@@ -590,6 +590,8 @@ def limit_runs(w, alloc):
             outcome = "completed"
         elif rc == EXIT_OOM and r and r.get("out_of_memory"):
             outcome = "ran out"
+        elif rc == 125:
+            outcome = "FAILED (skipped: time budget spent)"
         else:
             outcome = f"FAILED (exit {rc_text(rc)}{last_line(w, name)})"
         out[float(m.group(1))] = (outcome, r, d, name)
@@ -636,9 +638,9 @@ def limits_section(w, failures, misses):
             misses.append(f"limits {alloc}: not monotonic (ran out at {max(out):.2f}, "
                           f"completed at {min(ok):.2f})")
         smallest[alloc] = min(ok) if ok else None
-        tried = ", ".join(f"{f:.2f} {'ok' if o == 'completed' else 'out' if o == 'ran out' else o}"
+        tried = ", ".join(f"{f:.2f} {'ok' if o == 'completed' else 'out' if o == 'ran out' else 'FAILED'}"
                           for f, (o, *_rest) in sorted(runs.items()))
-        done = f"{min(ok):.2f}" if ok else f"none up to {max(runs):.2f}"
+        done = f"{min(ok):.2f}" if ok else f"none up to {max(out):.2f}" if out else "not measured"
         below = [f for f in out if not ok or f < min(ok)]
         ran_out = f"{max(below):.2f}" if below else "-"
         rows.append(f"| {label} | {done} | {ran_out} | "
