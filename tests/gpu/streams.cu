@@ -1,4 +1,4 @@
-// streams.cu - issue #20's many-streams benchmark on a real GPU: what one cudaFree +
+// streams.cu - the many-streams benchmark on a real GPU: what one cudaFree +
 // cudaMalloc pair costs while the program holds N non-blocking streams, idle or busy.
 // The same workload as tests/bench/bench_streams.cpp on the stand-in: 8 live 4 KiB blocks,
 // each pair frees one and allocates its replacement. Cases: no streams, 16 idle, 256 idle,
