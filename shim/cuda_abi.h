@@ -108,6 +108,9 @@ typedef CUresult (*PFN_cuCtxCreate_v3)(CUcontext* ctx, CUexecAffinityParam* para
 typedef CUresult (*PFN_cuCtxCreate_v4)(CUcontext* ctx, CUctxCreateParams* params,
                                        unsigned int flags, CUdevice dev);  // 12050 ABI
 typedef CUresult (*PFN_cuCtxAttach)(CUcontext* ctx, unsigned int flags);   // 2000 ABI
+typedef struct CUgreenCtx_st* CUgreenCtx;
+typedef CUresult (*PFN_cuGreenCtxStreamCreate)(CUstream* stream, CUgreenCtx green, unsigned int flags,
+                                              int priority);  // 12050 ABI
 typedef CUresult (*PFN_cuCtxDetach)(CUcontext ctx);                        // 2000 ABI
 typedef CUresult (*PFN_cuCtxDestroy_v2)(CUcontext ctx);
 typedef CUresult (*PFN_cuCtxGetCurrent)(CUcontext* ctx);

@@ -33,7 +33,8 @@
 // cuCtxPushCurrent/cuCtxPopCurrent in 4.0, cuCtxCreate's _v2 in 3.2, _v3 (execution
 // affinity) in 11.4, _v4 (CUctxCreateParams) in 12.5; cuCtxAttach/cuCtxDetach have only
 // the 2.0 ABI (cudaTypedefs.h). Their older ABIs are not hooked: a request for one stops
-// the tracking of current contexts.
+// the tracking of current contexts. cuGreenCtxStreamCreate came in 12.5 (a stream of the
+// program's own: it ends stream-ordered reuse, stream_order.h).
 // Twins: two rows with the same driver_name and min_version (legacy and per_thread) are the
 // two variants of one function; which one a request gets is the driver's decision, and
 // luma hands out its hook of that same variant (serve.cpp, substitute()).
@@ -82,7 +83,8 @@
   X(ctx_create_v3, cuCtxCreate_v3, "cuCtxCreate", 11040, 12050, PFN_cuCtxCreate_v3, legacy, "cuCtxCreate") \
   X(ctx_create_v4, cuCtxCreate_v4, "cuCtxCreate", 12050, 0, PFN_cuCtxCreate_v4, legacy, "cuCtxCreate") \
   X(ctx_attach, cuCtxAttach, "cuCtxAttach", 2000, 0, PFN_cuCtxAttach, legacy, "cuCtxAttach") \
-  X(ctx_detach, cuCtxDetach, "cuCtxDetach", 2000, 0, PFN_cuCtxDetach, legacy, "cuCtxDetach")
+  X(ctx_detach, cuCtxDetach, "cuCtxDetach", 2000, 0, PFN_cuCtxDetach, legacy, "cuCtxDetach") \
+  X(green_ctx_stream_create, cuGreenCtxStreamCreate, "cuGreenCtxStreamCreate", 12050, 0, PFN_cuGreenCtxStreamCreate, legacy, "cuGreenCtxStreamCreate")
 
 // LUMA_DRIVER_CALLS(X): entry points luma calls itself but does not hook.
 //   X(id, driver_name, version, pfn) - resolved with cuGetProcAddress_v2 at that ABI

@@ -279,12 +279,12 @@ LUMA_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
 
 LUMA_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
   return forward_then_observe<&RealDriver::ctx_set_current>(
-      [](State&, CUcontext c) { on_current_context(c); }, ctx);
+      [](State& st, CUcontext c) { on_current_context(st, c); }, ctx);
 }
 
 LUMA_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
   return forward_then_observe<&RealDriver::ctx_push_current>(
-      [](State&, CUcontext c) { on_current_context(c); }, ctx);
+      [](State& st, CUcontext c) { on_current_context(st, c); }, ctx);
 }
 
 // What a pop leaves current is the context below on the stack, which luma does not keep:
@@ -292,25 +292,25 @@ LUMA_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
 // context luma learns at its first allocation.
 LUMA_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
   return forward_then_observe<&RealDriver::ctx_pop_current, true>(
-      [](State&, CUcontext*) { on_current_context_unknown(); }, pctx);
+      [](State& st, CUcontext*) { on_current_context_unknown(st); }, pctx);
 }
 
 LUMA_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   return forward_then_observe<&RealDriver::ctx_create_v2, true>(
-      [](State&, CUcontext*, unsigned, CUdevice) { on_current_context_unknown(); }, pctx, flags, dev);
+      [](State& st, CUcontext*, unsigned, CUdevice) { on_current_context_unknown(st); }, pctx, flags, dev);
 }
 
 LUMA_EXPORT CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, int count,
                                     unsigned int flags, CUdevice dev) {
   return forward_then_observe<&RealDriver::ctx_create_v3, true>(
-      [](State&, CUcontext*, CUexecAffinityParam*, int, unsigned, CUdevice) { on_current_context_unknown(); },
+      [](State& st, CUcontext*, CUexecAffinityParam*, int, unsigned, CUdevice) { on_current_context_unknown(st); },
       pctx, params, count, flags, dev);
 }
 
 LUMA_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
                                     CUdevice dev) {
   return forward_then_observe<&RealDriver::ctx_create_v4, true>(
-      [](State&, CUcontext*, CUctxCreateParams*, unsigned, CUdevice) { on_current_context_unknown(); },
+      [](State& st, CUcontext*, CUctxCreateParams*, unsigned, CUdevice) { on_current_context_unknown(st); },
       pctx, params, flags, dev);
 }
 
@@ -323,6 +323,13 @@ LUMA_EXPORT CUresult cuCtxAttach(CUcontext* pctx, unsigned int flags) {
 LUMA_EXPORT CUresult cuCtxDetach(CUcontext ctx) {
   return forward_then_observe<&RealDriver::ctx_detach, true>(
       [](State&, CUcontext) { on_contexts_changed(); }, ctx);
+}
+
+LUMA_EXPORT CUresult cuGreenCtxStreamCreate(CUstream* stream, CUgreenCtx green, unsigned int flags,
+                                            int priority) {
+  return forward_then_observe<&RealDriver::green_ctx_stream_create>(
+      [](State& st, CUstream*, CUgreenCtx, unsigned, int) { on_green_stream_created(st); }, stream,
+      green, flags, priority);
 }
 
 // ---- context lifetime: a destroyed context takes its memory along ---------------------

@@ -99,6 +99,7 @@ void warn_table_full() noexcept {
     }
     auto* e = new ContextEntry(s.driver, ctx, device, s.settings.core, s.streams, s.captures,
                                s.plans.plan_for_new_allocator(s.driver), budget);
+    e->allocator.set_reuse_at_once(s.stream_order.single());
     if (e->allocator.has_plan()) e->allocator.set_divergence_sink(&s.divergence_log);
     e->primary = is_primary_context(s.driver, ctx, device);
     // Before the entry is published: the allocator's first event is already recorded.
@@ -109,6 +110,8 @@ void warn_table_full() noexcept {
     log().debug("serving context {} of device {}", static_cast<void*>(ctx), device);
     return e;
   });
+  // The order may have ended while the entry was made, before the allocators were walked.
+  if (found != nullptr && !s.stream_order.single()) found->allocator.set_reuse_at_once(false);
   if (s.signal_flush_after_fork.load(std::memory_order_relaxed) &&
       s.signal_flush_after_fork.exchange(false))
     install_signal_flush(s);
@@ -118,11 +121,23 @@ void warn_table_full() noexcept {
 
 // The context current on this thread: what the context calls left current
 // (current_context.h), else the driver's answer, remembered. False: the driver failed.
-[[gnu::always_inline]] inline bool current_context(const State& s, CUcontext* ctx) noexcept {
+// Every use of device memory stopped being in one stream's order: each allocator fences
+// its frees from now on (stream_order.h).
+[[gnu::noinline]] void stream_order_ended(State& s) noexcept {
+  s.contexts.for_each_live([](ContextEntry& e) { e.allocator.set_reuse_at_once(false); });
+}
+
+// ctx is current on the calling thread (a hook made it so, or the driver said so).
+void note_current(State& s, CUcontext ctx) noexcept {
+  CurrentContext::remember(ctx);
+  if (s.stream_order.saw_current(ctx, StreamOrder::thread_number())) stream_order_ended(s);
+}
+
+[[gnu::always_inline]] inline bool current_context(State& s, CUcontext* ctx) noexcept {
   if (CurrentContext::known(ctx)) [[likely]]
     return true;
   if (s.driver.ctx_get_current(ctx) != CUDA_SUCCESS) return false;
-  CurrentContext::remember(*ctx);
+  note_current(s, *ctx);
   return true;
 }
 
@@ -466,6 +481,7 @@ CUresult serve_ipc_get_mem_handle(State& s, CUipcMemHandle* handle, CUdeviceptr 
 // ---- observers -------------------------------------------------------------------------
 
 void on_stream_created(State& s, CUstream stream, unsigned flags) noexcept {
+  if (s.stream_order.end("the program made a stream")) stream_order_ended(s);
   if ((flags & CU_STREAM_NON_BLOCKING) == 0) return;  // the legacy stream covers it
   if (!s.serves()) return;
   CUcontext ctx = nullptr;
@@ -521,9 +537,16 @@ void on_capture_begun(State& s, CUstream stream, CUstreamCaptureMode mode) noexc
 
 void on_capture_ended(State& s, CUstream stream) noexcept { s.captures.end(stream); }
 
-void on_current_context(CUcontext ctx) noexcept { CurrentContext::remember(ctx); }
-void on_current_context_unknown() noexcept { CurrentContext::forget_here(); }
+void on_current_context(State& s, CUcontext ctx) noexcept { note_current(s, ctx); }
+void on_current_context_unknown(State& s) noexcept {
+  CurrentContext::forget_here();
+  // A context made (or found) current on this thread: the thread counts.
+  if (s.stream_order.saw_current(nullptr, StreamOrder::thread_number())) stream_order_ended(s);
+}
 void on_contexts_changed() noexcept { CurrentContext::forget_everywhere(); }
+void on_green_stream_created(State& s) noexcept {
+  if (s.stream_order.end("the program made a stream of a green context")) stream_order_ended(s);
+}
 
 void on_thread_capture_mode(CUstreamCaptureMode mode) noexcept {
   thread_capture_mode() = static_cast<CaptureMode>(mode);

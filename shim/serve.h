@@ -66,9 +66,11 @@ void on_primary_context_released(State& s, CUdevice device) noexcept;
 // The calling thread made ctx current (cuCtxSetCurrent, cuCtxPushCurrent); its current
 // context became one luma does not know (a pop, a create); any thread's may have changed
 // (an attach, a detach). current_context.h.
-void on_current_context(CUcontext ctx) noexcept;
-void on_current_context_unknown() noexcept;
+void on_current_context(State& s, CUcontext ctx) noexcept;
+void on_current_context_unknown(State& s) noexcept;
 void on_contexts_changed() noexcept;
+// cuGreenCtxStreamCreate succeeded: a stream of the program's own (stream_order.h).
+void on_green_stream_created(State& s) noexcept;
 void on_capture_begun(State& s, CUstream stream, CUstreamCaptureMode mode) noexcept;
 void on_capture_ended(State& s, CUstream stream) noexcept;
 void on_thread_capture_mode(CUstreamCaptureMode mode) noexcept;

@@ -41,6 +41,8 @@ void initialise() noexcept {
   s->driver_loaded = load_real_driver(s->driver);
   s->serving = s->driver_loaded && s->driver.can_serve() && !s->settings.disable &&
                s->settings.core.caching;
+  s->stream_order.set_enabled(s->serving && s->settings.core.stream_ordered_reuse &&
+                              s->settings.core.free_sync == core::FreeSync::event);
   if (!s->driver_loaded)
     log().debug("libcuda.so.1 could not be loaded; every call is forwarded");
   else if (!s->serving && !s->settings.disable && s->settings.core.caching)

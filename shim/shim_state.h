@@ -18,6 +18,7 @@
 #include "program_cache.h"
 #include "real_driver.h"
 #include "settings.h"
+#include "stream_order.h"
 #include "stream_registry.h"
 #include "oom_watch.h"
 #include "trace_recorder.h"
@@ -47,6 +48,9 @@ struct State {
   TraceRecorder recorder;
   // LUMA_TRACE_STACKS / LUMA_OOM_SNAPSHOT: the evidence kept for an out-of-memory error.
   OomWatch oom;
+  // Whether every use of device memory is still in one stream's order: frees are then
+  // reused at once (stream_order.h).
+  StreamOrder stream_order;
   // A caching allocator of the program's own (PyTorch's), recognised: its allocations get
   // driver allocations of their own (program_cache.h).
   ProgramCacheWatch program_cache;

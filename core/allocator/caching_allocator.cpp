@@ -41,6 +41,7 @@
 #include "allocator/caching_allocator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <bit>
 #include <mutex>  // std::lock_guard
@@ -154,6 +155,8 @@ struct CachingAllocator::Impl {
   // Own segments (allocate_own_segment) held now: while there are none, a completed free
   // costs no segment lookup.
   std::size_t own_segments = 0;
+  // set_reuse_at_once: frees complete at once while every use is in one stream's order.
+  std::atomic<bool> reuse_now{false};
   // The most bytes reserved so far: growth above it releases free segments first.
   std::size_t reserved_high_water = 0;
   // A hint, kept on the hot path by one add: how many segments may be wholly free. Growth
@@ -680,7 +683,7 @@ struct CachingAllocator::Impl {
     emit(EventKind::free_requested, addr, size, 0);
     if (own_segments != 0 && free_own_now(b, p)) [[unlikely]]
       return FreeStatus::ok;
-    if (fence_mode == FenceMode::none) {
+    if (fence_mode == FenceMode::none || reuse_now.load(std::memory_order_relaxed)) {
       complete(b);
       return FreeStatus::ok;
     }
@@ -996,6 +999,13 @@ AllocResult CachingAllocator::allocate(std::size_t bytes) noexcept {
   if (bytes == 0) return {nullptr, AllocStatus::invalid_size};
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   return impl_->allocate(bytes, false);
+}
+
+void CachingAllocator::set_reuse_at_once(bool on) noexcept {
+  impl_->reuse_now.store(on, std::memory_order_relaxed);
+}
+bool CachingAllocator::reuse_at_once() const noexcept {
+  return impl_->reuse_now.load(std::memory_order_relaxed);
 }
 
 AllocResult CachingAllocator::allocate_own_segment(std::size_t bytes) noexcept {

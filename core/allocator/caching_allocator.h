@@ -110,6 +110,14 @@ class CachingAllocator {
   // throws std::bad_alloc when the host has no memory for the copy.
   AllocatorSnapshot snapshot() const;
 
+  // Stream-ordered reuse (docs/architecture.md, "Stream-ordered reuse"): while on, a freed
+  // block is reusable at once, with no fence, as under a device with FenceMode::none; the
+  // caller turns it on only while every use of the device's memory is in the order of one
+  // stream, and off for good as soon as that may not hold. Blocks already pending keep
+  // their fences. Any thread, any time (one relaxed atomic).
+  void set_reuse_at_once(bool on) noexcept;
+  bool reuse_at_once() const noexcept;
+
   // Observer for every event; nullptr to stop. Set before use from one thread.
   void set_event_sink(EventSink* sink) noexcept;
 

@@ -53,6 +53,8 @@ class ContextAllocator {
   // blocks luma carves, and such an allocation is the driver's own shape.
   AllocResult allocate_own_segment(std::size_t bytes) noexcept { return cache_.allocate_own_segment(bytes); }
   FreeStatus free(void* ptr) noexcept;
+  // CachingAllocator::set_reuse_at_once, for the cache (plan replay keeps its own fences).
+  void set_reuse_at_once(bool on) noexcept { cache_.set_reuse_at_once(on); }
   // The cache's empty_cache, plus: pending planned frees completed and, after a
   // divergence, the arena released if nothing in it is live (free does that already).
   std::size_t empty_cache() noexcept;

@@ -42,6 +42,11 @@ struct Settings {
   // exports its segments' starts for IPC, and a cache on top of a cache only holds more
   // (docs/architecture.md, "A cache under a cache"). false: luma caches them anyway.
   bool program_cache = true;
+  // With free_sync:event, while every use of the process's device memory is in the order
+  // of one stream (one context, no stream of the program's own, no per-thread default
+  // stream), a freed block is reused at once, with no fence (docs/architecture.md,
+  // "Stream-ordered reuse"). false: always fence.
+  bool stream_ordered_reuse = true;
   // Memory limits (docs/settings.md, "Memory limits"): the most bytes luma reserves from
   // each device. memory_limit in bytes (0: none); memory_fraction of the device's total
   // (0: none; else 0 < f <= 1); both set: the smaller applies. limit_group: the name of a

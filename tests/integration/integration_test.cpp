@@ -726,6 +726,36 @@ TEST(RealPrograms, CaptureOnABlockingStreamWithAllocationsInside) {
   EXPECT_TRUE(r.result.err.empty()) << r.result.err;
 }
 
+// Stream-ordered reuse: with every operation on the legacy stream (one thread, one context,
+// no stream of the program's own), a block freed while its slow write is still queued is
+// handed back at once for the next allocation, with no fence and no wait, and the data is
+// right (the next write runs after the first in the stream's order). A second stream, even
+// one the program never uses, brings the fence back: the allocation waits for the first
+// write. With stream_ordered_reuse:0 (as luma was before) the single-stream program waits.
+TEST_P(EveryKind, OneStreamReusesAFreedBlockAtOnceAndASecondStreamBringsTheFenceBack) {
+  REQUIRE_PROGRAMS();
+  LumaRun one = run_under_luma(GetParam(), {"stream-order", "4"});
+  ASSERT_EQ(one.result.exit_code, 0) << describe(one.result);
+  EXPECT_NE(one.result.out.find("4 of 4 rounds got the freed block back"), std::string::npos) << one.result.out;
+  const json& s1 = device_stats(one.stats, 0);
+  ASSERT_TRUE(s1.is_object()) << one.stats.dump();
+  EXPECT_EQ(s1["num_fence_waits"].get<int>(), 0) << s1.dump();
+  EXPECT_EQ(s1["cuda_malloc_calls"].get<int>(), 1) << s1.dump();
+  EXPECT_EQ(one.counters["calls"]["cuCtxRecordEvent"].get<int>(), 0) << one.counters.dump();
+  EXPECT_EQ(one.counters["calls"]["cuEventRecord"].get<int>(), 0) << one.counters.dump();
+
+  LumaRun two = run_under_luma(GetParam(), {"stream-order", "4", "second-stream"});
+  ASSERT_EQ(two.result.exit_code, 0) << describe(two.result);
+  // The freed block is pending behind its fence: the next allocation takes other memory.
+  EXPECT_NE(two.result.out.find("0 of 4 rounds got the freed block back"), std::string::npos) << two.result.out;
+  EXPECT_GE(two.counters["calls"]["cuCtxRecordEvent"].get<int>(), 1) << two.counters.dump();
+
+  LumaRun off = run_under_luma(GetParam(), {"stream-order", "4"}, {{"LUMA_CONF", "stream_ordered_reuse:0"}});
+  ASSERT_EQ(off.result.exit_code, 0) << describe(off.result);
+  EXPECT_NE(off.result.out.find("0 of 4 rounds got the freed block back"), std::string::npos) << off.result.out;
+  EXPECT_GE(off.counters["calls"]["cuCtxRecordEvent"].get<int>(), 1) << off.counters.dump();
+}
+
 // A stream-ordered free of a luma block goes into luma's cache, never to the driver (which
 // would free the whole segment under its neighbours): every kind of program.
 TEST_P(EveryKind, StreamOrderedFreeOfACachedBlockStaysInTheCache) {

@@ -258,6 +258,46 @@ int mode_hazard(int argc, char**) {
   return 0;
 }
 
+// Stream order: ROUNDS rounds of a block written by a slow memsetAsync on the legacy
+// stream, freed, and allocated again at once for a second memsetAsync on the same stream,
+// then checked. With every operation in the legacy stream's order the second write runs
+// after the first whatever block the allocator hands out, so the data is always right; an
+// allocator that knows this hands the same block back without waiting for the first write
+// (luma: stream-ordered reuse). With `second-stream`, the program first makes a
+// non-blocking stream (it uses it for nothing): the order no longer holds for an
+// allocator that cannot see which stream a launch uses, and the fence is back. Prints how
+// many rounds got the freed block back.
+int mode_stream_order(int argc, char** argv) {
+  if (argc > 2) return kExitUsage;
+  const size_t rounds = argc >= 1 ? parse(argv[0], "ROUNDS") : 8;
+  const bool second = argc >= 2 && std::strcmp(argv[1], "second-stream") == 0;
+  if (argc >= 2 && !second) return kExitUsage;
+  void* other = nullptr;
+  if (second) ok(A.stream_create(&other, true), "stream create (non-blocking)");
+  slow_down_stand_in_streams();
+  const size_t n = kMiB;
+  std::vector<unsigned char> buf(n);
+  size_t same = 0;
+  for (size_t r = 0; r < rounds; ++r) {
+    void* x = nullptr;
+    void* y = nullptr;
+    ok(A.alloc(&x, n), "alloc X");
+    ok(A.memset_async(x, 0xAA, n, nullptr), "slow memsetAsync X on the legacy stream");
+    ok(A.free(x), "free X");
+    ok(A.alloc(&y, n), "alloc Y");
+    ok(A.memset_async(y, static_cast<int>(r & 0x3F), n, nullptr), "memsetAsync Y on the legacy stream");
+    ok(A.stream_sync(nullptr), "legacy stream sync");
+    ok(A.dtoh(buf.data(), y, n), "dtoh Y");
+    for (unsigned char c : buf)
+      if (c != static_cast<unsigned char>(r & 0x3F)) fail("stream-order: Y holds another write", 0);
+    same += x == y ? 1 : 0;
+    ok(A.free(y), "free Y");
+  }
+  if (other != nullptr) ok(A.stream_destroy(other), "stream destroy");
+  std::printf("stream-order: %zu of %zu rounds got the freed block back; data right\n", same, rounds);
+  return 0;
+}
+
 // Many streams (issue #20): luma skips the fence event of a non-blocking stream the driver
 // reports idle. Round 1 frees and reallocates with every stream idle (a fence where no
 // stream needs an event); round 2 queues a slow write to the new block on one stream that
@@ -1914,6 +1954,7 @@ const Mode kModes[] = {
     {"loop-mixed", "N", mode_loop_mixed},
     {"stress", "THREADS N", mode_stress},
     {"hazard", "", mode_hazard},
+    {"stream-order", "[ROUNDS [second-stream]]", mode_stream_order},
     {"hazard-streams", "STREAMS", mode_hazard_streams},
     {"oom", "[CHUNK]", mode_oom},
     {"limit", "[CHUNK]", mode_limit},

@@ -1,0 +1,46 @@
+// stream_order.h - whether every use of the process's device memory is, so far, in the
+// order of one stream: then a freed block may be reused at once, as PyTorch reuses a block
+// freed on a stream for later work on that stream, and no fence is needed
+// (docs/architecture.md, "Stream-ordered reuse", has the rule and its proof).
+//
+// The order holds while the process has one context, the program made no stream of its
+// own (cuStreamCreate, cuStreamCreateWithPriority, cuGreenCtxStreamCreate) and one thread
+// only has made a context current: every operation is then on that context's legacy
+// stream or on that thread's per-thread default stream, which synchronize with each other
+// (a per-thread default stream is a blocking stream), so all of them run in the order
+// they were issued. A second thread could use a per-thread default stream of its own
+// through entry points luma does not hook (every launch and copy has a _ptsz twin), and
+// two per-thread streams are not ordered: so a second thread ends the order too. The
+// first observation that breaks it ends it for good (one log line at info level); every
+// allocator then fences its frees as before.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "cuda_abi.h"
+
+namespace luma::shim {
+
+class StreamOrder {
+ public:
+  // `enabled`: LUMA_CONF stream_ordered_reuse (and free_sync:event; other modes need none).
+  void set_enabled(bool enabled) noexcept { single_.store(enabled, std::memory_order_release); }
+  // Whether a free may be reused at once now.
+  bool single() const noexcept { return single_.load(std::memory_order_acquire); }
+  // The order no longer holds, for `why`: true the first time (the caller then turns every
+  // allocator's reuse off), false after.
+  bool end(const char* why) noexcept;
+  // The calling thread `thread` has `ctx` current (made so, or found so): a second context,
+  // or a second thread, ends the order.
+  bool saw_current(CUcontext ctx, std::uint64_t thread) noexcept;
+  // A number for the calling thread, never reused in the process (a TLS address can be).
+  static std::uint64_t thread_number() noexcept;
+
+ private:
+  std::atomic<bool> single_{false};
+  std::atomic<CUcontext> first_ctx_{nullptr};
+  std::atomic<std::uint64_t> first_thread_{0};
+};
+
+}  // namespace luma::shim
