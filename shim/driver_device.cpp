@@ -27,7 +27,18 @@ core::Reservation DriverDevice::reserve(std::size_t bytes) noexcept {
   } else {
     r = driver_.mem_alloc(&p, bytes);
   }
-  if (r == CUDA_SUCCESS) return {reinterpret_cast<void*>(static_cast<std::uintptr_t>(p)), 0};
+  if (r == CUDA_SUCCESS) {
+    // Widen may_hold's span before the segment can hold a block (the allocator hands none
+    // out before this returns).
+    const auto base = static_cast<std::uintptr_t>(p);
+    std::uintptr_t lo = lo_.load(std::memory_order_relaxed);
+    while (base < lo && !lo_.compare_exchange_weak(lo, base, std::memory_order_relaxed)) {
+    }
+    std::uintptr_t hi = hi_.load(std::memory_order_relaxed);
+    while (base + bytes > hi && !hi_.compare_exchange_weak(hi, base + bytes, std::memory_order_relaxed)) {
+    }
+    return {reinterpret_cast<void*>(base), 0};
+  }
   if (r == CUDA_ERROR_OUT_OF_MEMORY) return core::Reservation::out_of_memory();
   // Anything else (a lost device, a sticky error) goes back to the program unchanged:
   // releasing the cache and retrying cannot mend it.

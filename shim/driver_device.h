@@ -9,6 +9,7 @@
 // fence as done before the driver says its events completed.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -30,6 +31,14 @@ class DriverDevice final : public core::Device {
   ~DriverDevice() override = default;  // events are left to the driver: see process exit
 
   core::Reservation reserve(std::size_t bytes) noexcept override;
+  // Whether p lies in the span of every segment this device ever reserved (it never
+  // shrinks): a pointer outside it is no block of this context's, found without the
+  // allocator's lock. Contexts of different devices have disjoint spans (unified
+  // addressing gives each device its own range), so a free asks one allocator.
+  bool may_hold(const void* p) const noexcept {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    return a >= lo_.load(std::memory_order_relaxed) && a < hi_.load(std::memory_order_relaxed);
+  }
   bool release(void* base, std::size_t bytes) noexcept override;
 
   core::Fence record_fence() noexcept override;
@@ -99,6 +108,9 @@ class DriverDevice final : public core::Device {
   core::FreeSync policy_;
   StreamRegistry& streams_;
   const CaptureRegistry& captures_;
+  // may_hold's span (lo_ > hi_ while nothing was reserved).
+  std::atomic<std::uintptr_t> lo_{~std::uintptr_t{0}};
+  std::atomic<std::uintptr_t> hi_{0};
   std::mutex exported_mutex_;             // keep_exported comes from any thread
   std::vector<const void*> exported_;     // segment bases a peer may have mapped
   std::vector<FenceSlot> slots_;         // fence token f is slots_[f - 1]

@@ -220,7 +220,7 @@ void report_oom(State& s, ContextEntry& e, std::size_t bytes) noexcept {
 ContextEntry* owner_of(State& s, const void* ptr, core::SegmentRange* segment) noexcept {
   ContextEntry* owner = nullptr;
   s.contexts.for_each_live([&](ContextEntry& e) {
-    if (owner == nullptr && e.allocator.segment_of(ptr, segment)) owner = &e;
+    if (owner == nullptr && e.driver_device.may_hold(ptr) && e.allocator.segment_of(ptr, segment)) owner = &e;
   });
   return owner;
 }
@@ -266,7 +266,8 @@ bool stream_captures(const State& s, CUstream stream, bool per_thread) noexcept 
   const std::size_t n = s.contexts.slots_used();
   for (std::size_t i = 0; i < n; ++i) {
     ContextEntry* e = s.contexts.slot(i);
-    if (e == nullptr || e->retired.load(std::memory_order_relaxed)) continue;
+    if (e == nullptr || !e->driver_device.may_hold(p) || e->retired.load(std::memory_order_relaxed))
+      continue;
     switch (e->allocator.free(p)) {
       case luma::core::FreeStatus::ok: return CUDA_SUCCESS;
       case luma::core::FreeStatus::invalid: return CUDA_ERROR_INVALID_VALUE;

@@ -131,6 +131,42 @@ int mode_loop(int argc, char** argv) {
   return 0;
 }
 
+// N alloc/free pairs of SIZE in the last of K contexts, each of the others holding a block
+// (driver API: contexts of the program's own; else skipped): what a free costs when the
+// allocator that owns the block is not the first one asked.
+int mode_loop_contexts(int argc, char** argv) {
+  if (argc != 3) return kExitUsage;
+  const size_t n = parse(argv[0], "N"), k = parse(argv[1], "K"), size = parse(argv[2], "SIZE");
+  if (A.ctx_create == nullptr) {
+    std::printf("loop-contexts: the %s API makes no contexts of its own: skipped\n", A.name);
+    return kExitSkip;
+  }
+  if (k == 0 || k > 64) return kExitUsage;
+  void* first = nullptr;
+  ok(A.alloc(&first, size), "alloc in the primary context");
+  std::vector<void*> contexts, held;
+  for (size_t c = 1; c < k; ++c) {
+    void* ctx = nullptr;
+    ok(A.ctx_create(&ctx), "context create");  // current from now on
+    void* p = nullptr;
+    ok(A.alloc(&p, size), "alloc in a created context");
+    contexts.push_back(ctx);
+    held.push_back(p);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    void* p = nullptr;
+    ok(A.alloc(&p, size), "alloc");
+    ok(A.free(p), "free");
+  }
+  for (size_t c = contexts.size(); c-- > 0;) {
+    ok(A.free(held[c]), "free in a created context");
+    ok(A.ctx_destroy(contexts[c]), "context destroy");
+  }
+  ok(A.free(first), "free in the primary context");
+  std::printf("loop-contexts: %zu pairs of %zu bytes in the last of %zu contexts ok\n", n, size, k);
+  return 0;
+}
+
 int mode_loop_mixed(int argc, char** argv) {
   if (argc != 1) return kExitUsage;
   size_t n = parse(argv[0], "N");
@@ -1953,6 +1989,7 @@ const Mode kModes[] = {
     {"loop", "N SIZE", mode_loop},
     {"loop-mixed", "N", mode_loop_mixed},
     {"stress", "THREADS N", mode_stress},
+    {"loop-contexts", "N K SIZE", mode_loop_contexts},
     {"hazard", "", mode_hazard},
     {"stream-order", "[ROUNDS [second-stream]]", mode_stream_order},
     {"hazard-streams", "STREAMS", mode_hazard_streams},
