@@ -15,8 +15,6 @@
 #include "io/output_file.h"
 #include "log.h"
 #include "run_identity.h"
-#include "stats_output.h"
-#include "trace_path.h"
 
 namespace luma::shim {
 
@@ -123,9 +121,7 @@ std::string OomWatch::write_snapshot(const Evidence& ev, const core::CachingAllo
   if (pattern_.empty() || written_.exchange(true)) return {};
   std::string path;
   try {
-    path = expand_path_pattern(pattern_, {static_cast<long>(getpid()), host_name(),
-                                          rank_from_env([](const char* n) { return std::getenv(n); }),
-                                          program_invocation_short_name});
+    path = core::expand_path_pattern(pattern_, process_names().fields());
     core::OomSnapshot snap;
     snap.device = r.device;
     snap.segments = cache.snapshot();

@@ -47,7 +47,6 @@
 #include "host_cache/host_cache_format.h"
 #include "replay/replay_stats_format.h"
 #include "stats/stats_format.h"
-#include "stats_output.h"
 
 namespace luma::shim {
 namespace {
@@ -171,9 +170,10 @@ void print_stats_once(int signal) noexcept {
       write_all(STDERR_FILENO, text);
       return;
     }
-    std::string path =
-        expand_stats_path(s->settings.stats_file, static_cast<long>(getpid()), host_name(),
-                          rank_from_env([](const char* n) { return std::getenv(n); }));
+    const ProcessNames names = process_names();
+    core::PathFields fields = names.fields();
+    fields.exe.reset();  // LUMA_STATS_FILE knows %p %h %r
+    std::string path = core::expand_path_pattern(s->settings.stats_file, fields);
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
       write_all(STDERR_FILENO, "luma: warning: LUMA_STATS_FILE '" + path +

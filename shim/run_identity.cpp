@@ -1,6 +1,10 @@
 // run_identity.cpp - see run_identity.h.
 #include "run_identity.h"
 
+#include <errno.h>
+
+#include <cstdlib>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -28,6 +32,15 @@ std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
   return buf;
+}
+
+ProcessNames process_names() {
+  ProcessNames n;
+  n.pid = static_cast<long>(getpid());
+  n.host = host_name();
+  n.rank = core::rank_from([](const char* name) { return std::getenv(name); });
+  n.exe = program_invocation_short_name;
+  return n;
 }
 
 std::vector<std::string> process_command_line() {

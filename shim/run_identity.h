@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "io/path_pattern.h"
 #include "real_driver.h"
 #include "trace/trace_header.h"
 
@@ -20,6 +21,17 @@ namespace luma::shim {
 std::string read_proc_file(const char* path, std::size_t max_bytes);
 
 std::string host_name();
+
+// This process's facts for a file-name pattern (core/io/path_pattern.h): pid, host name,
+// rank from the launchers' variables, executable name. `fields()` points into it.
+struct ProcessNames {
+  long pid = 0;
+  std::string host;
+  std::string rank;
+  const char* exe = "";
+  core::PathFields fields() const { return {pid, host, rank, exe}; }
+};
+ProcessNames process_names();
 
 // argv of this process, as started (from /proc/self/cmdline).
 std::vector<std::string> process_command_line();

@@ -2,7 +2,7 @@
 // Must never throw out of read_settings for any input, nor print: the caller logs errors.
 #include "settings.h"
 
-#include "trace_path.h"
+#include "io/path_pattern.h"
 
 #include <array>
 #include <charconv>
@@ -135,7 +135,7 @@ const Variable kVariables[] = {
      "record every allocator event to this file; 1: luma.%e.%p.trace; %p pid, %h host, %r "
      "rank, %e executable, %% a percent sign",
      [](std::string_view v, ShimSettings& s, std::vector<std::string>&) {
-       s.trace = trace_pattern_from_setting(std::string(v));
+       s.trace = core::trace_pattern_from_setting(std::string(v));
        return std::string();
      },
      [](const ShimSettings& s) { return s.trace; }},

@@ -19,9 +19,7 @@
 #include "call_context.h"
 #include "log.h"
 #include "run_identity.h"
-#include "stats_output.h"
 #include "trace/trace_format.h"
-#include "trace_path.h"
 
 namespace luma::shim {
 namespace {
@@ -132,10 +130,7 @@ core::TraceHeader TraceRecorder::make_header(const RealDriver& d) const {
 bool TraceRecorder::open(const RealDriver& driver) noexcept {
   try {
     clock_.start();
-    const std::string wanted_path = expand_path_pattern(
-        pattern_, {static_cast<long>(getpid()), host_name(),
-                   rank_from_env([](const char* n) { return std::getenv(n); }),
-                   program_invocation_short_name});
+    const std::string wanted_path = core::expand_path_pattern(pattern_, process_names().fields());
     path_ = claim_name(wanted_path);
     std::string error;
     writer_ = core::TraceWriter::open(path_, make_header(driver), &error);

@@ -40,6 +40,7 @@
 #include "replay/plan_fingerprint.h"
 #include "preload_library.h"
 #include "trace_location.h"
+#include "io/path_pattern.h"
 
 extern char** environ;
 
@@ -47,7 +48,7 @@ namespace luma::tools {
 namespace {
 
 // The name libluma.so gives a trace when luma run is not told one (docs/settings.md).
-constexpr const char* kDefaultTrace = "luma.%e.%p.trace";
+const std::string kDefaultTrace(core::kDefaultTracePattern);
 // What a shell returns when the program cannot be started.
 constexpr int kExitCannotRun = 127;
 constexpr int kExitSignalBase = 128;
@@ -111,14 +112,6 @@ std::string host_name() {
   return buf;
 }
 
-// Same order as libluma.so (shim/stats_output.h).
-std::string rank_from_env() {
-  for (const char* name : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}) {
-    const char* v = std::getenv(name);
-    if (v != nullptr && *v != '\0') return v;
-  }
-  return "0";
-}
 
 std::vector<std::string> child_environment(const std::map<std::string, std::string>& set) {
   std::vector<std::string> env;
@@ -144,18 +137,11 @@ long long now_realtime_ns() {
   return t.tv_sec * 1'000'000'000LL + t.tv_nsec;
 }
 
-// LUMA_TRACE's switch values, which --trace passes through: "1" (or true/yes/on) means
-// the default name, "0" (or false/no/off) no trace at all.
-bool one_of(const std::string& v, std::initializer_list<const char*> words) {
-  for (const char* w : words)
-    if (strcasecmp(v.c_str(), w) == 0) return true;
-  return false;
-}
-
 int run_program(const RunOptions& given) {
   RunOptions o = given;
-  if (one_of(o.trace, {"1", "true", "yes", "on"})) o.trace = kDefaultTrace;
-  const bool tracing = !o.trace.empty() && !one_of(o.trace, {"0", "false", "no", "off"});
+  // The values libluma.so reads from LUMA_TRACE, read the same way.
+  o.trace = core::trace_pattern_from_setting(o.trace);
+  const bool tracing = !o.trace.empty();
   if (!tracing) o.trace = "0";
   const LibrarySearch lib = find_preload_library(self_path());
   if (lib.found.empty()) {
@@ -225,7 +211,8 @@ int run_program(const RunOptions& given) {
                    : WIFSIGNALED(status) ? kExitSignalBase + WTERMSIG(status)
                                          : kExitFailure;
   if (!tracing) return code;
-  const TraceNameFields fields{static_cast<long>(pid), host_name(), rank_from_env()};
+  const TraceNameFields fields{static_cast<long>(pid), host_name(),
+                               core::rank_from([](const char* n) { return std::getenv(n); })};
   // Named as this pid's (a pattern without %p names everyone's the same way).
   const std::vector<std::string> named_as_own = find_written_traces(o.trace, fields);
   std::vector<std::string> traces = named_as_own;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "io/path_pattern.h"
 #include "trace/trace_reader.h"
 
 namespace luma::tools {
@@ -23,27 +24,19 @@ void append_literal(std::string& glob_pattern, const std::string& text) {
 
 std::string to_glob(const std::string& pattern, const TraceNameFields& f, bool any_pid) {
   std::string g;
-  for (std::size_t i = 0; i < pattern.size(); ++i) {
-    const char c = pattern[i];
-    if (c != '%' || i + 1 == pattern.size()) {
-      append_literal(g, c);
-      continue;
-    }
-    const char k = pattern[++i];
-    switch (k) {
-      case 'p':
-        if (any_pid) g += "[0-9]*";
-        else append_literal(g, std::to_string(f.pid));
-        break;
-      case 'h': append_literal(g, f.host); break;
-      case 'r': append_literal(g, f.rank); break;
-      case 'e': g += '*'; break;
-      case '%': append_literal(g, '%'); break;
-      default:
-        append_literal(g, '%');
-        append_literal(g, k);
-    }
-  }
+  core::walk_path_pattern(
+      pattern, [&](char c) { append_literal(g, c); },
+      [&](char k) {
+        switch (k) {
+          case 'p':
+            if (any_pid) g += "[0-9]*";
+            else append_literal(g, std::to_string(f.pid));
+            return true;
+          case 'h': append_literal(g, f.host); return true;
+          case 'r': append_literal(g, f.rank); return true;
+          default: g += '*'; return true;  // 'e': whatever the process was called
+        }
+      });
   return g;
 }
 

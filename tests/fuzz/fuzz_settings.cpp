@@ -1,6 +1,6 @@
 // fuzz_settings.cpp - libFuzzer target: the LUMA_CONF parser (core/settings/config.h), the LUMA_*
 // table (shim/settings.h, pure: the environment comes in as a function) and the file name
-// patterns of LUMA_STATS_FILE and LUMA_TRACE (shim/stats_output.h, shim/trace_path.h).
+// patterns of LUMA_STATS_FILE and LUMA_TRACE (core/io/path_pattern.h).
 // None may throw or crash for any text; whatever parse_settings accepts must format and
 // re-parse to the same settings; a pattern without '%' expands to itself.
 #include <cstddef>
@@ -11,8 +11,7 @@
 
 #include "settings/config.h"
 #include "settings.h"
-#include "stats_output.h"
-#include "trace_path.h"
+#include "io/path_pattern.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace luma;
@@ -48,10 +47,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (loaded.table.empty()) __builtin_trap();
   if (loaded.settings.trace_stacks > shim::kMaxTraceStacks) __builtin_trap();
   // The whole input as a LUMA_STATS_FILE and a LUMA_TRACE pattern.
-  const std::string stats_path = shim::expand_stats_path(text, 4242, "host", "3");
+  const std::string stats_path = core::expand_path_pattern(text, {4242, "host", "3", std::nullopt});
   const std::string trace_path =
-      shim::expand_path_pattern(shim::trace_pattern_from_setting(text), {4242, "host", "3", "exe"});
-  (void)shim::pattern_has_pid(text);
+      core::expand_path_pattern(core::trace_pattern_from_setting(text), {4242, "host", "3", "exe"});
+  (void)core::pattern_has_pid(text);
   if (text.find('%') == std::string_view::npos && stats_path != text) __builtin_trap();
   (void)trace_path;
   return 0;
