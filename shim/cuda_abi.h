@@ -169,7 +169,7 @@ enum : unsigned { CU_MEMORYTYPE_HOST = 0x1, CU_MEMORYTYPE_DEVICE = 0x2 };  // CU
 }  // extern "C"
 
 // Appended for the stand-in driver's IPC, pointer, stream-capture, graph, device-query and
-// host/managed-memory entry points (issue #17). Names, values and signatures are cuda.h's
+// host/managed-memory entry points. Names, values and signatures are cuda.h's
 // (CUDA 13.0); the PFN_* names carry no version suffix, the comment says which ABI.
 extern "C" {
 typedef int CUdevice_attribute;   // enum CUdevice_attribute_enum

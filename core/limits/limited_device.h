@@ -4,9 +4,10 @@
 // caching allocator's own path does the rest - release the cache, retry once, then fail
 // with out-of-memory exactly as at a real OOM. A release gives the budget back.
 //
-// Everything else (fences) is the wrapped device's. Same contract as core/device.h; the
-// bytes it holds are counted here too, so a context whose memory vanished without a
-// release (a destroyed context) can give its share back with forget_reserved().
+// Everything else (fences) is the wrapped device's. Same contract as
+// core/allocator/device.h; the bytes it holds are counted here too, so a context whose
+// memory vanished without a release (a destroyed context) can give its share back with
+// forget_reserved().
 #pragma once
 
 #include <atomic>

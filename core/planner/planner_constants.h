@@ -75,7 +75,7 @@ inline constexpr std::uint64_t kBucketEntriesPerBuffer = 8;
 // stay out of reuse for L allocations of its device; replay records the fence of a burst of
 // frees L allocations before its bytes are needed, so L is the time that fence has to
 // complete. Auto takes the largest L up to kMaxAutoFenceSlack whose arena stays within
-// kFenceSlackArenaBudget x the run's own lower bound (the bound: a little arena for
+// kFenceSlackArenaBudget x the run's own lower bound (the trade chosen: a little arena for
 // fewer waits), trying each L from the top (one planning per L). Measured on the sample loop
 // in docs/planner.md ("Fence-aware plans"): L = 2 costs 1 % there, L = 3 14 %.
 inline constexpr std::uint64_t kMaxAutoFenceSlack = 4;

@@ -26,9 +26,10 @@ inline constexpr std::uint32_t kFormatVersion = 2;
 inline constexpr std::uint32_t kOldestFormatVersion = 1;
 
 // Every record is made of fixed 24-byte slots: one slot per ordinary event, which is the
-// issue's bound ("at most 24 bytes per event"). Fixed slots let the writer claim a place
-// with one atomic add (slot index == global sequence number) and let a reader find the
-// valid prefix of a killed process's file without a footer: an unwritten slot is zero.
+// format's bound ("at most 24 bytes per event", docs/trace-format.md). Fixed slots let the
+// writer claim a place with one atomic add (slot index == global sequence number) and let a
+// reader find the valid prefix of a killed process's file without a footer: an unwritten
+// slot is zero.
 inline constexpr std::size_t kSlotBytes = 24;
 // The file grows by chunks of 2^18 slots (6 MiB, a multiple of the page size); each chunk
 // is one MAP_SHARED mapping. 2^14 chunks (96 GiB, 4.3e9 slots) keep the mapping count

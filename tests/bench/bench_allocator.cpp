@@ -46,12 +46,13 @@ void BM_Luma(benchmark::State& state) {
 }
 BENCHMARK(BM_Luma)->Apply(luma::bench::live_counts);
 
-// The floor: the least any allocator must do per pair when, as the issue requires, a free
-// of a pointer it does not own is refused. Each call takes the lock, and the free finds
-// (and removes) the pointer in luma's own pointer map, which the allocation fills; the
-// allocation itself is a bump of an address counter, with no cache, no free index, no
-// statistics and no reuse. Not an allocator: a yardstick of what the lock and one lookup
-// of a random pointer cost at each live-block count (docs/performance.md).
+// The floor: the least any allocator must do per pair when a free of a pointer it does not
+// own is refused (luma's answer is CUDA_ERROR_INVALID_VALUE, docs/architecture.md). Each
+// call takes the lock, and the free finds (and removes) the pointer in luma's own pointer
+// map, which the allocation fills; the allocation itself is a bump of an address counter,
+// with no cache, no free index, no statistics and no reuse. Not an allocator: a yardstick of
+// what the lock and one lookup of a random pointer cost at each live-block count
+// (docs/performance.md).
 void BM_ValidatedFreeFloor(benchmark::State& state) {
   luma::bench::AddressSpace space;
   luma::core::PointerMap<luma::core::LiveBlock> map;

@@ -1,4 +1,5 @@
-// bench_planner.cpp - planner speed and quality, the three figures:
+// bench_planner.cpp - planner speed and quality, the three figures of docs/planner.md
+// ("Measured") and their targets:
 //  - TLSF replay, events per second with the sort included (items = events), at 2x10^5,
 //    2x10^6 and 10^7 events (target >= 5 M/s at 2x10^6 and larger);
 //  - the greedy by size on 10^6 buffers (target <= 10 s);

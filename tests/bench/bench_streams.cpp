@@ -1,15 +1,16 @@
 // bench_streams.cpp - what an intercepted alloc+free pair costs while the program holds
-// many streams (issue #20): 8 live 4 KiB blocks, each iteration frees one and allocates a
-// replacement through cuMemAlloc_v2 / cuMemFree_v2, with N non-blocking streams created
-// beforehand, idle or busy. Linked against the stand-in driver; run with
-// LUMA_FAKE_CALL_COST=realistic (the stand-in then charges cuEventRecord / cuEventQuery /
-// cuStreamQuery / cuCtxRecordEvent what a GPU does, tests/fake/README.md) plain and under LD_PRELOAD=libluma.so:
-// tests/bench/bench_streams.sh does both, and an older libluma.so too when given one.
-// Busy streams: every kTopUpPairs pairs, each busy stream that the driver reports idle gets
-// a 1-byte cuMemsetD8Async, which the stand-in runs after its LUMA_FAKE_DELAY_US-like delay
-// (kBusyDelayUs): the stream then has work queued most of the time, as a stream of a
-// program that keeps its GPU fed. The top-up's own calls are the program's, paid with and
-// without luma alike, and not timed. Never asserts anything: numbers only.
+// many streams (docs/architecture.md, "Fences with many streams"): 8 live 4 KiB blocks,
+// each iteration frees one and allocates a replacement through cuMemAlloc_v2 / cuMemFree_v2,
+// with N non-blocking streams created beforehand, idle or busy. Linked against the stand-in
+// driver; run with LUMA_FAKE_CALL_COST=realistic (the stand-in then charges cuEventRecord /
+// cuEventQuery / cuStreamQuery / cuCtxRecordEvent what a GPU does, tests/fake/README.md)
+// plain and under LD_PRELOAD=libluma.so: tests/bench/bench_streams.sh does both, and an
+// older libluma.so too when given one. Busy streams: every kTopUpPairs pairs, each busy
+// stream that the driver reports idle gets a 1-byte cuMemsetD8Async, which the stand-in runs
+// after its LUMA_FAKE_DELAY_US-like delay (kBusyDelayUs): the stream then has work queued
+// most of the time, as a stream of a program that keeps its GPU fed. The top-up's own calls
+// are the program's, paid with and without luma alike, and not timed. Never asserts
+// anything: numbers only.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>

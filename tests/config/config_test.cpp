@@ -115,7 +115,7 @@ TEST(ParseSettings, InconsistentSizesAreRejectedAsAWhole) {
   EXPECT_EQ(r.settings.allocator.small_segment, defaults.small_segment);
 }
 
-// Issue #19: alignment:512 was refused because the default min_split (256) is not a
+// Regression: alignment:512 was refused because the default min_split (256) is not a
 // multiple, and the message blamed min_split, which the user never set.
 TEST(ParseSettings, DefaultsThatDependOnTheAlignmentFollowIt) {
   auto r = parse_settings("alignment:512");

@@ -197,9 +197,9 @@ TEST_F(FenceTest, AnEpochNeverHoldsMoreThanItsCapacity) {
   LUMA_EXPECT_CLEAN(a);
 }
 
-// Issue #20: a device whose fences cost a driver call per stream asks for larger epochs;
-// from the first fence on, one fence covers that many frees (up to an epoch's capacity),
-// and the byte bound still closes an epoch early.
+// Fences with many streams (docs/architecture.md): a device whose fences cost a driver call
+// per stream asks for larger epochs; from the first fence on, one fence covers that many
+// frees (up to an epoch's capacity), and the byte bound still closes an epoch early.
 TEST_F(FenceTest, EpochsFollowTheDevicesWishAfterTheFirstFence) {
   dev.set_fence_batch_blocks(300);
   CachingAllocator a(dev, 0);  // the default: 64 blocks, 256 MiB

@@ -1,6 +1,6 @@
 // limited_mem_info_test.cpp - cuMemGetInfo's answer under a memory limit
-// (core/limited_mem_info.h): the limit is the total, what is left under it is free, and
-// free is never negative, never wrapped, never above the total or the device's free
+// (core/limits/limited_mem_info.h): the limit is the total, what is left under it is free,
+// and free is never negative, never wrapped, never above the total or the device's free
 // memory (HAMi-core's issues list each of these).
 #include "limits/limited_mem_info.h"
 

@@ -892,7 +892,7 @@ def main(argv):
     if misses:
         md += ["", "## Targets missed", ""] + [f"- {m}" for m in misses]
     md += ["", "Reproduce: see docs/gpu-results.md (`scripts/gpu-check --prepare` here, then "
-           "`scripts/gpu-check` on the device machine with build-gpu-bundle carried).", ""]
+           "`scripts/gpu-check` on the GPU machine with build-gpu-bundle copied beside it).", ""]
     with open(out_md, "w", encoding="utf-8") as f:
         f.write("\n".join(md))
     print(f"gpu_report: {verdict}; wrote {out_md}")

@@ -195,7 +195,7 @@ std::uint64_t driver_calls(const LumaRun& r, const char* name) {
   return r.counters["calls"].value(name, ~std::uint64_t{0});
 }
 
-// Issue #20: with many streams a fence is one cuCtxRecordEvent, which covers every stream of
+// Fences with many streams: a fence is one cuCtxRecordEvent, which covers every stream of
 // the context, and no stream is queried. A slow write queued on one of 64 streams must
 // still keep its block from reuse; without fences the same program is corrupted.
 TEST_P(EveryKind, HazardCleanWithManyStreams) {
@@ -1035,7 +1035,7 @@ TEST(Harmless, PythonIsUnchanged) {
   expect_unchanged({"python3", "-c", "import ctypes, sys; print(sys.version_info[0])"});
 }
 
-// Issue #19: scripts/demo sends the stand-in's counters to /dev/stdout. Reopened with
+// Regression: scripts/demo sends the stand-in's counters to /dev/stdout. Reopened with
 // O_TRUNC, that emptied the log the demo's output was redirected to and wrote over it from
 // byte 0, leaving NUL bytes where the rest had been. The counters must come after the
 // program's output, the same in a file as in a pipe.

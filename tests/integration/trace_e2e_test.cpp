@@ -200,7 +200,7 @@ TEST(LumaRun, ReturnsTheProgramsStatusAndSaysWhenNoTraceWasWritten) {
   EXPECT_NE(help.out.find("--trace"), std::string::npos);
 }
 
-// Issue #19: `luma run --bogus -- echo a b c` printed "a b c --bogus --" and `luma run echo
+// Regression: `luma run --bogus -- echo a b c` printed "a b c --bogus --" and `luma run echo
 // -n hi` printed "hi -n": unknown options and the "--" landed in the program's arguments.
 // Every argument from the program on is the program's, untouched; an unknown option of
 // luma run is an error naming it, and nothing runs.
@@ -250,7 +250,7 @@ TEST(LumaRun, FindsTheTracesOfTheProcessesALauncherStartedAndKnowsTheSwitchValue
   ASSERT_EQ(files_in(dir).size(), 1u) << describe(r);
   EXPECT_NE(r.err.find("written to " + dir + "/l."), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("wrote no trace"), std::string::npos) << r.err;
-  // Issue #19: the message gave the child's trace the launcher's pid and executable. It
+  // Regression: the message gave the child's trace the launcher's pid and executable. It
   // names the child's own (from the trace's header), and says the launcher recorded none.
   const std::string child_pid = files_in(dir)[0].substr(2, files_in(dir)[0].size() - 8);
   EXPECT_NE(r.err.find("trace of " + paths().prog("shared") + " (pid " + child_pid +

@@ -1,9 +1,10 @@
 // tlsf_replay_test.cpp - the fast replay (radix-sorted 4-byte events, block handles, the
 // plan's entries reused as per-buffer state) against the plainest replay of the same rules
-// written from the text: events as (time, free before alloc, input order) sorted by
-// std::stable_sort, sizes rounded to 256, arena twice the total, Tlsf::alloc/free by offset.
-// Both sort paths (32-bit times, and times spanning more than 2^32) and alignments are
-// covered; the offsets must be identical. Plus the inputs the plain replay cannot do.
+// written from the rules as docs/planner.md states them ("Strategies", tlsf): events as
+// (time, free before alloc, input order) sorted by std::stable_sort, sizes rounded to 256,
+// arena twice the total, Tlsf::alloc/free by offset. Both sort paths (32-bit times, and
+// times spanning more than 2^32) and alignments are covered; the offsets must be identical.
+// Plus the inputs the plain replay cannot do.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -334,7 +334,7 @@ int mode_stream_order(int argc, char** argv) {
   return 0;
 }
 
-// Many streams (issue #20): luma skips the fence event of a non-blocking stream the driver
+// Many streams: luma skips the fence event of a non-blocking stream the driver
 // reports idle. Round 1 frees and reallocates with every stream idle (a fence where no
 // stream needs an event); round 2 queues a slow write to the new block on one stream that
 // was idle at that fence, frees it and reallocates: the block must not be handed out (or

@@ -142,7 +142,7 @@ def case_stats():
     at = st["at_peak_reserved"]
     assert at["free_blocks"] == 4 and at["largest_free_block_bytes"] == 5 << 20, at
     assert at["reserved_unallocated_bytes"] == 8 << 20 and at["fragmentation"] == 0.375, at
-    # Issue #19: one 4 KiB block in its 2 MiB segment was "fragmentation 512" (peak
+    # Regression: one 4 KiB block in its 2 MiB segment was "fragmentation 512" (peak
     # reserved / peak allocated). Its free memory is one block: no fragmentation.
     one = os.path.join(WORK, "one_block.trace")
     subprocess.run([MAKE_GOLDEN, "--one-block", one], check=True)
@@ -151,7 +151,7 @@ def case_stats():
     assert at["largest_free_block_bytes"] == (2 << 20) - 4096 and at["fragmentation"] == 0.0, at
     line = [l for l in run("stats", one).stdout.splitlines() if "fragmentation" in l][0]
     assert line.split()[1].startswith("0.000"), line
-    # Issue #19: what an RMM log does not record (pid, host, times, segments) is not
+    # Regression: what an RMM log does not record (pid, host, times, segments) is not
     # available (null, "n/a"), not "pid 0", "0.000 s", "peak reserved 0 B".
     r = json.loads(run("stats", "--json", "golden_rmm.csv").stdout)["runs"][0]
     assert r["pid"] is None and r["host"] is None and r["duration_ns"] is None, r
@@ -237,7 +237,7 @@ def case_errors():
 
 
 def case_truncated():
-    """Issue #19: a trace cut short after its header (a copy that stopped, a disk that
+    """Regression: a trace cut short after its header (a copy that stopped, a disk that
     filled) was refused outright; it is read up to the cut, saying how much was lost."""
     data = open(os.path.join(DATA, "golden_small.trace"), "rb").read()
     whole = json.loads(run("stats", "--json", "golden_small.trace").stdout)["runs"][0]

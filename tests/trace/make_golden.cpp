@@ -9,7 +9,7 @@
 // and module path hold the byte 0xE9 (Latin-1's e-acute), which is not UTF-8.
 // `make_golden --module FILE PATH` writes the stacks trace with its module at FILE.
 // `make_golden --one-block PATH` writes a program's one 4 KiB block in a 2 MiB segment
-// (issue #19: luma stats called that a fragmentation of 512).
+// (a regression: luma stats once called that a fragmentation of 512).
 #include <cstdio>
 #include <cstdlib>
 #include <string>

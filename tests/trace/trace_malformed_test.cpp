@@ -90,7 +90,7 @@ TEST(TraceMalformed, CutInsideTheHeaderIsAnErrorWithItsOffset) {
   }
 }
 
-// Issue #19: a closed trace cut after its header (a copy that stopped) was refused
+// Regression: a closed trace cut after its header (a copy that stopped) was refused
 // outright. It is read up to the cut: the events before it, exactly, and how much is lost.
 TEST(TraceMalformed, AClosedTraceCutAfterItsHeaderIsReadUpToTheCut) {
   const std::string good = small_trace();

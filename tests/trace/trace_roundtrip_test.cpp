@@ -175,8 +175,9 @@ TEST(TraceRoundTrip, EightThreadsKeepEachThreadsOrderAndLoseNothing) {
   std::remove(path.c_str());
 }
 
-// The bound: at most 24 bytes per event on disk for a typical workload (allocs and
-// frees of assorted sizes, a few segments, a few threads and streams).
+// The format's bound (docs/trace-format.md, "Bytes"): at most 24 bytes per event on disk for
+// a typical workload (allocs and frees of assorted sizes, a few segments, a few threads and
+// streams).
 TEST(TraceRoundTrip, TypicalWorkloadTakesAtMost24BytesPerEvent) {
   const std::string path = temp_path("bytes");
   std::uint64_t events = 0;
