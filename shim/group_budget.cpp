@@ -12,6 +12,8 @@
 #include <cstring>
 #include <limits>
 
+#include "io/file_trust.h"
+
 namespace luma::shim {
 
 namespace {
@@ -109,13 +111,20 @@ std::unique_ptr<GroupTable> GroupTable::open(const std::string& object_name, Mem
     return nullptr;
   };
   if (self == 0) return fail("this process's start time could not be read from /proc/self/stat");
-  const int fd = ::shm_open(object_name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  // O_NOFOLLOW: a link planted under the name is not followed (glibc adds it too).
+  const int fd = ::shm_open(object_name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return fail("shm_open(" + object_name + "): " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int e = errno;
     ::close(fd);
     return fail("fstat(" + object_name + "): " + std::strerror(e));
+  }
+  // /dev/shm is writable by every local user: one who made the table first (or may write
+  // it) could set the group's budget for everyone. Only this user's own table is used.
+  if (const std::string why = core::untrusted_file_reason(st, ::geteuid()); !why.empty()) {
+    ::close(fd);
+    return fail(object_name + " " + why + "; not used");
   }
   // Every process sizes a new object the same way; zero bytes are an empty table, so
   // whoever comes first, no process waits for another to set it up.
