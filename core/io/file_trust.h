@@ -1,6 +1,7 @@
 // file_trust.h - whether a file in a directory other users can write to (/dev/shm) may be
-// trusted: a limit_group table (shim/group_budget.h) that another local user made first
-// could set a group's budget. Such a file is refused, never used.
+// trusted: a limit_group table (shim/group_budget.h) or a live-statistics record
+// (core/live/) that another local user made first could set a group's budget or show
+// made-up figures. Such a file is refused, never used.
 #pragma once
 
 #include <sys/stat.h>
