@@ -14,6 +14,7 @@
 #include "context_table.h"
 #include "forwarded_paths.h"
 #include "host_cache_driver.h"
+#include "live_publisher.h"
 #include "plan_loader.h"
 #include "real_driver.h"
 #include "settings.h"
@@ -46,6 +47,8 @@ struct State {
   TraceRecorder recorder;
   // LUMA_TRACE_STACKS / LUMA_OOM_SNAPSHOT: the evidence kept for an out-of-memory error.
   OomWatch oom;
+  // LUMA_LIVE_DIR: the live statistics `luma top` and `luma exporter` read.
+  LivePublisher live;
   // LUMA_PLAN: the plan every context's allocator follows, and the log of divergences.
   PlanLoader plans;
   DivergenceLog divergence_log;
