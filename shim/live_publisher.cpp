@@ -1,4 +1,4 @@
-// live_publisher.cpp - the live record's sinks and slots (see live_publisher.h).
+// live_publisher.cpp - the live record's slots and their writers (see live_publisher.h).
 #include "live_publisher.h"
 
 #include <errno.h>  // program_invocation_short_name
@@ -10,20 +10,6 @@
 #include "run_identity.h"
 
 namespace luma::shim {
-
-// One allocator's sink: its slot first (a few stores), then the next sink, if any.
-class LivePublisher::Sink final : public core::EventSink {
- public:
-  explicit Sink(core::EventSink* next) noexcept : next_(next) {}
-  void on_event(const core::Event& e) noexcept override {
-    writer.on_event(e.kind, e.size);
-    if (next_ != nullptr) next_->on_event(e);
-  }
-  core::live::SlotWriter writer;
-
- private:
-  core::EventSink* next_;
-};
 
 void LivePublisher::configure(const ShimSettings& settings) noexcept {
   try {
@@ -77,14 +63,13 @@ bool LivePublisher::open(const std::string& group_name) noexcept {
   }
 }
 
-core::EventSink* LivePublisher::sink_for_new_allocator(const void* key, int device,
-                                                       std::optional<std::uint64_t> limit,
-                                                       const std::string& group,
-                                                       core::EventSink* next) noexcept {
-  if (dir_.empty() || detached_.load()) return next;
+core::live::SlotWriter* LivePublisher::writer_for(const void* key, int device,
+                                                  std::optional<std::uint64_t> limit,
+                                                  const std::string& group) noexcept {
+  if (dir_.empty() || detached_.load()) return nullptr;
   try {
     std::lock_guard lock(mu_);
-    if (!open(group)) return next;
+    if (!open(group)) return nullptr;
     // A released slot of this device (its context is gone), else a new one.
     std::optional<std::uint32_t> slot;
     for (std::uint32_t i = 0; i < core::live::kSlots && !slot; ++i)
@@ -95,14 +80,14 @@ core::EventSink* LivePublisher::sink_for_new_allocator(const void* key, int devi
         log().warn("LUMA_LIVE_DIR: more than {} allocators alive at once; the newest are not published",
                    core::live::kSlots);
       said_full_ = true;
-      return next;
+      return nullptr;
     }
-    auto sink = std::make_unique<Sink>(next);
-    sink->writer.bind(record_->base(), *slot, device, limit, !group.empty());
+    core::live::SlotWriter& w = writers_[*slot];
+    w.bind(record_->base(), *slot, device, limit, !group.empty());
     owners_[*slot] = SlotOwner{key, device, true};
-    return sink.release();  // never freed (live_publisher.h)
+    return &w;
   } catch (...) {
-    return next;
+    return nullptr;
   }
 }
 

@@ -1,13 +1,15 @@
 // live_publisher.h - LUMA_LIVE_DIR: this process's live statistics for `luma top` and
-// `luma exporter` (docs/live-record.md). Each allocator (one per CUDA context) gets an
-// event sink in front of its trace and out-of-memory sinks that keeps one slot of the
-// process's record up to date (core::live::SlotWriter: a sequence lock, a few stores per
-// event); the record itself (live_record.h) is made when the first allocator is built, so
-// a process that never allocates publishes nothing.
+// `luma exporter` (docs/live-record.md). Each allocator (one per CUDA context; with a plan,
+// its cache and its plan's arena each) keeps one slot of the process's record up to date
+// through a core::live::SlotWriter it is given (CachingAllocator::set_live_writer: a
+// sequence lock, a few stores at the end of each allocator call; the plan's arena: per
+// event); the
+// record itself (live_record.h) is made when the first allocator is built, so a process
+// that never allocates publishes nothing.
 //
 // A destroyed context's slot is taken over by the next allocator of the same device, so
 // a program that resets its device in a loop uses one slot and keeps the device's peaks
-// and OOM count. Sinks are never freed: events may still come from another thread.
+// and OOM count. The writers live as long as the process (one per slot, never freed).
 // Never throws; a record that cannot be made is one log line, then the process publishes
 // nothing.
 #pragma once
@@ -22,7 +24,6 @@
 #include <optional>
 #include <string>
 
-#include "allocator/event.h"
 #include "live/live_writer.h"
 #include "live_record.h"
 #include "settings.h"
@@ -35,16 +36,16 @@ class LivePublisher {
   void configure(const ShimSettings& settings) noexcept;
   bool wanted() const noexcept { return !dir_.empty(); }
 
-  // For a context's allocator being built (ContextTable's lock held): the sink to attach,
-  // which passes each event on to `next`; `next` itself when nothing is published. key:
-  // the allocator (for release); limit: its device's memory limit (nullopt: none);
-  // group: the limit_group this process shares its limits with ("" for none, or when its
-  // table could not be used).
-  core::EventSink* sink_for_new_allocator(const void* key, int device, std::optional<std::uint64_t> limit,
-                                          const std::string& group, core::EventSink* next) noexcept;
+  // For a context's allocator being built (ContextTable's lock held): the writer of a new
+  // slot for one of its parts (key: the cache, or the plan's arena), or nullptr when
+  // nothing is published. limit: the device's memory limit (nullopt: none); group: the
+  // limit_group this process shares its limits with ("" for none, or when its table could
+  // not be used).
+  core::live::SlotWriter* writer_for(const void* key, int device, std::optional<std::uint64_t> limit,
+                                     const std::string& group) noexcept;
 
-  // The allocator `key` is retired (its context is gone, its memory with it): its slot
-  // goes to the next allocator of its device.
+  // The part `key` is retired (its context is gone, its memory with it): its slot goes to
+  // the next allocator of its device.
   void release(const void* key) noexcept;
 
   // At exit (and on SIGTERM/SIGINT): the record is closed and removed.
@@ -53,7 +54,6 @@ class LivePublisher {
   void detach_in_child() noexcept;
 
  private:
-  class Sink;
   bool open(const std::string& group_name) noexcept;
 
   struct SlotOwner {
@@ -69,6 +69,7 @@ class LivePublisher {
   std::unique_ptr<LiveRecord> record_;
   pid_t owner_pid_ = 0;
   std::array<SlotOwner, core::live::kSlots> owners_{};
+  std::array<core::live::SlotWriter, core::live::kSlots> writers_{};  // writer i: slot i
   bool said_full_ = false;
   std::atomic<bool> detached_{false};
 };

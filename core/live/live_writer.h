@@ -1,12 +1,13 @@
 // live_writer.h - the writing side of a live-statistics record (live_record.h): lays a
-// record out in memory the caller mapped, and keeps one allocator's slot up to date from
-// its events. libluma.so holds the file (shim/live_record.h); this is the memory.
+// record out in memory the caller mapped, and keeps one allocator's slot up to date.
+// libluma.so holds the file (shim/live_record.h); this is the memory.
 //
-// The hot path is SlotWriter::on_event: the allocator calls its event sink with its own
-// lock held, so each slot has one writer at a time, and a sequence lock (two stores of
-// the sequence word around the changed values, all release stores: plain moves on x86,
-// no atomic read-modify-write, no fence) lets readers in other processes take a
-// consistent copy without ever making the writer wait. No std::atomic_thread_fence
+// The hot path is SlotWriter::publish (the caching allocator, at the end of each call,
+// from the statistics it keeps anyway) or SlotWriter::on_event (plan replay's arena, per
+// event). Either runs under the allocator's own lock, so each slot has one writer at a
+// time, and a sequence lock (two stores of the sequence word around the values, all
+// release stores: plain moves on x86, no atomic read-modify-write, no fence) lets
+// readers in other processes take a consistent copy without ever making the writer wait. No std::atomic_thread_fence
 // either: ThreadSanitizer does not model fences (GCC refuses them under -Wtsan), and the
 // release stores order the same without one (docs/live-record.md).
 #pragma once
@@ -46,6 +47,16 @@ void close_record(void* base) noexcept;
 // thread at a time (the shim makes them under its context table's lock).
 std::optional<std::uint32_t> next_free_slot(const void* base) noexcept;
 
+// A slot's figures at once (SlotWriter::publish).
+struct SlotFigures {
+  std::uint64_t allocated_bytes;
+  std::uint64_t reserved_bytes;
+  std::uint64_t peak_allocated_bytes;
+  std::uint64_t peak_reserved_bytes;
+  std::uint64_t pending_free_bytes;
+  std::uint64_t oom_count;
+};
+
 // One allocator's slot. Unbound, it writes nothing.
 class SlotWriter {
  public:
@@ -60,15 +71,20 @@ class SlotWriter {
   bool bound() const noexcept { return slot_ != nullptr; }
   std::uint32_t index() const noexcept { return index_; }
 
+  // Every figure at once, from statistics the allocator keeps anyway (the caching
+  // allocator, at the end of each call: CachingAllocator::set_live_writer). A slot is kept
+  // either this way or by on_event, never both.
+  [[gnu::always_inline]] inline void publish(const SlotFigures& f) noexcept;
+
   // One allocator event (event.h): alloc and free_requested move allocated bytes,
   // free_requested and free_completed pending-free bytes, segment_reserve and
   // segment_release reserved bytes, oom the OOM count.
   [[gnu::always_inline]] inline void on_event(EventKind kind, std::uint64_t size) noexcept;
 
  private:
-  // The odd sequence number first. The values' stores that follow are release stores, so
-  // this one cannot move below them: a reader that reads one of them (with acquire) then
-  // sees the sequence number changed.
+  // The odd sequence number first (as on_event does). The values' stores that follow are
+  // release stores, so this one cannot move below them: a reader that reads one of them
+  // (with acquire) then sees the sequence number changed.
   [[gnu::always_inline]] inline void begin() noexcept {
     slot_->seq.store(seq_ + 1, std::memory_order_relaxed);
   }
@@ -89,35 +105,83 @@ class SlotWriter {
   std::uint64_t peak_allocated_ = 0, peak_reserved_ = 0, ooms_ = 0;
 };
 
+inline void SlotWriter::publish(const SlotFigures& f) noexcept {
+  Slot* const s = slot_;
+  if (s == nullptr) return;
+  const std::uint64_t seq = seq_;
+  seq_ = seq + 2;
+  s->seq.store(seq + 1, std::memory_order_relaxed);
+  store(s->allocated_bytes, f.allocated_bytes);
+  store(s->reserved_bytes, f.reserved_bytes);
+  store(s->peak_allocated_bytes, f.peak_allocated_bytes);
+  store(s->peak_reserved_bytes, f.peak_reserved_bytes);
+  store(s->pending_free_bytes, f.pending_free_bytes);
+  store(s->oom_count, f.oom_count);
+  s->seq.store(seq + 2, std::memory_order_release);
+}
+
 inline void SlotWriter::on_event(EventKind kind, std::uint64_t size) noexcept {
-  if (slot_ == nullptr || kind == EventKind::empty_cache) return;
-  begin();
+  // Every new value is worked out in this writer's own copies first, so the stores into
+  // the shared slot (release stores, which the compiler keeps in order with everything)
+  // come last, back to back, with nothing reloaded between them.
+  Slot* const s = slot_;
+  if (s == nullptr) return;
+  const std::uint64_t seq = seq_;
   switch (kind) {
-    case EventKind::alloc:
-      store(slot_->allocated_bytes, allocated_ += size);
-      if (allocated_ > peak_allocated_) store(slot_->peak_allocated_bytes, peak_allocated_ = allocated_);
+    case EventKind::alloc: {
+      const std::uint64_t a = allocated_ += size;
+      const bool peak = a > peak_allocated_;
+      if (peak) peak_allocated_ = a;
+      seq_ = seq + 2;
+      s->seq.store(seq + 1, std::memory_order_relaxed);
+      store(s->allocated_bytes, a);
+      if (peak) store(s->peak_allocated_bytes, a);
       break;
-    case EventKind::free_requested:
-      store(slot_->allocated_bytes, allocated_ -= size);
-      store(slot_->pending_free_bytes, pending_ += size);
+    }
+    case EventKind::free_requested: {
+      const std::uint64_t a = allocated_ -= size;
+      const std::uint64_t p = pending_ += size;
+      seq_ = seq + 2;
+      s->seq.store(seq + 1, std::memory_order_relaxed);
+      store(s->allocated_bytes, a);
+      store(s->pending_free_bytes, p);
       break;
-    case EventKind::free_completed:
-      store(slot_->pending_free_bytes, pending_ -= size);
+    }
+    case EventKind::free_completed: {
+      const std::uint64_t p = pending_ -= size;
+      seq_ = seq + 2;
+      s->seq.store(seq + 1, std::memory_order_relaxed);
+      store(s->pending_free_bytes, p);
       break;
-    case EventKind::segment_reserve:
-      store(slot_->reserved_bytes, reserved_ += size);
-      if (reserved_ > peak_reserved_) store(slot_->peak_reserved_bytes, peak_reserved_ = reserved_);
+    }
+    case EventKind::segment_reserve: {
+      const std::uint64_t r = reserved_ += size;
+      const bool peak = r > peak_reserved_;
+      if (peak) peak_reserved_ = r;
+      seq_ = seq + 2;
+      s->seq.store(seq + 1, std::memory_order_relaxed);
+      store(s->reserved_bytes, r);
+      if (peak) store(s->peak_reserved_bytes, r);
       break;
-    case EventKind::segment_release:
-      store(slot_->reserved_bytes, reserved_ -= size);
+    }
+    case EventKind::segment_release: {
+      const std::uint64_t r = reserved_ -= size;
+      seq_ = seq + 2;
+      s->seq.store(seq + 1, std::memory_order_relaxed);
+      store(s->reserved_bytes, r);
       break;
-    case EventKind::oom:
-      store(slot_->oom_count, ++ooms_);
+    }
+    case EventKind::oom: {
+      const std::uint64_t n = ++ooms_;
+      seq_ = seq + 2;
+      s->seq.store(seq + 1, std::memory_order_relaxed);
+      store(s->oom_count, n);
       break;
-    case EventKind::empty_cache:
-      break;
+    }
+    default:  // empty_cache changes nothing published
+      return;
   }
-  end();
+  s->seq.store(seq + 2, std::memory_order_release);
 }
 
 }  // namespace luma::core::live

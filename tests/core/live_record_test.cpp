@@ -13,12 +13,15 @@
 #include <thread>
 #include <vector>
 
+#include "allocator/caching_allocator.h"
+#include "host_device.h"
 #include "io/file_trust.h"
 #include "live/live_reader.h"
 #include "live/live_record.h"
 #include "live/live_view.h"
 #include "live/live_writer.h"
 #include "live/proc_stat.h"
+#include "replay/context_allocator.h"
 
 namespace luma::core::live {
 namespace {
@@ -109,7 +112,113 @@ TEST(LiveRecord, LongTextIsCutToItsField) {
   EXPECT_EQ(r.record.command, std::string(kCommandBytes - 1, 'c'));
 }
 
-// The figures follow the allocator's events: alloc and free_requested move allocated,
+// The caching allocator's slot (set_live_writer) shows, after every call, what its
+// statistics say: allocated, reserved and their peaks, the bytes freed whose fence is
+// pending (active but no longer allocated), the OOMs; a lost context's memory reads 0.
+TEST(LiveSlotWriter, TheCachingAllocatorsSlotShowsItsStatistics) {
+  Memory m;
+  init_record(m.base(), identity());
+  HostDevice dev(64 * MiB);
+  dev.set_fences(true);
+  dev.set_fence_mode(FenceMode::per_free);
+  CachingAllocator a(dev, 0);
+  SlotWriter w;
+  w.bind(m.base(), 0, 0, std::nullopt, false);
+  a.set_live_writer(&w);
+  auto same = [&](const char* when) {
+    const SlotValues s = read(m).record.slots.at(0);
+    const DeviceStats d = a.stats();
+    EXPECT_EQ(s.allocated_bytes, static_cast<std::uint64_t>(d.allocated_bytes.all.current)) << when;
+    EXPECT_EQ(s.peak_allocated_bytes, static_cast<std::uint64_t>(d.allocated_bytes.all.peak)) << when;
+    EXPECT_EQ(s.reserved_bytes, static_cast<std::uint64_t>(d.reserved_bytes.all.current)) << when;
+    EXPECT_EQ(s.peak_reserved_bytes, static_cast<std::uint64_t>(d.reserved_bytes.all.peak)) << when;
+    EXPECT_EQ(s.pending_free_bytes,
+              static_cast<std::uint64_t>(d.active_bytes.all.current - d.allocated_bytes.all.current))
+        << when;
+    EXPECT_EQ(s.oom_count, d.num_ooms) << when;
+    return s;
+  };
+  void* p = a.allocate(1000).ptr;
+  void* q = a.allocate(3 * MiB).ptr;
+  ASSERT_TRUE(p && q);
+  SlotValues s = same("two allocations");
+  EXPECT_EQ(s.allocated_bytes, 1024 + 3 * MiB);
+  EXPECT_GE(s.reserved_bytes, s.allocated_bytes);
+  ASSERT_EQ(a.free(q), FreeStatus::ok);
+  s = same("a free whose fence is pending");
+  EXPECT_EQ(s.allocated_bytes, 1024u);
+  EXPECT_EQ(s.pending_free_bytes, 3 * MiB);
+  dev.complete_all_fences();
+  void* r = a.allocate(512).ptr;  // polls the fences: the free completes
+  ASSERT_TRUE(r);
+  s = same("after the fence");
+  EXPECT_EQ(s.pending_free_bytes, 0u);
+  EXPECT_EQ(a.allocate(128 * MiB).status, AllocStatus::out_of_memory);
+  s = same("an out-of-memory error");
+  EXPECT_EQ(s.oom_count, 1u);
+  ASSERT_EQ(a.free(p), FreeStatus::ok);
+  ASSERT_EQ(a.free(r), FreeStatus::ok);
+  dev.complete_all_fences();
+  a.empty_cache();
+  s = same("empty_cache");
+  EXPECT_EQ(s.reserved_bytes, 0u);
+  EXPECT_GT(s.peak_reserved_bytes, 0u);
+  void* t = a.allocate(4096).ptr;
+  ASSERT_TRUE(t);
+  a.drop_device_memory();
+  s = same("the context's memory gone");
+  EXPECT_EQ(s.allocated_bytes, 0u);
+  EXPECT_EQ(s.reserved_bytes, 0u);
+}
+
+// With a plan, the arena and the cache each keep a slot of their own (two locks, one
+// writer per slot): the arena's follows its events; once the program leaves the plan the
+// cache's slot shows what the cache serves.
+TEST(LiveSlotWriter, APlansArenaAndTheCacheKeepOneSlotEach) {
+  Memory m;
+  init_record(m.base(), identity());
+  DevicePlanFile d;
+  d.device = 0;
+  d.alignment = 256;
+  for (int i = 0; i < 2; ++i) {  // two 4 KiB blocks, one after the other, both at offset 0
+    PlannedAllocation a;
+    a.name = std::to_string(i);
+    a.requested = 4000;
+    a.size = 4096;
+    a.offset = 0;
+    d.allocations.push_back(a);
+  }
+  d.arena = 4096;
+  PlanFile plan;
+  plan.devices.push_back(d);
+  HostDevice dev;
+  ContextAllocator a(dev, 0, {}, &plan);
+  ASSERT_TRUE(a.has_plan());
+  SlotWriter cache, arena;
+  cache.bind(m.base(), 0, 0, std::nullopt, false);
+  arena.bind(m.base(), 1, 0, std::nullopt, false);
+  a.set_live_writers(&cache, &arena);
+  void* p = a.allocate(4000).ptr;
+  ASSERT_NE(p, nullptr);
+  std::vector<SlotValues> s = read(m).record.slots;
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[1].allocated_bytes, 4096u);
+  EXPECT_EQ(s[1].reserved_bytes, 4096u);
+  EXPECT_EQ(s[0].allocated_bytes, 0u);
+  ASSERT_EQ(a.free(p), FreeStatus::ok);
+  void* q = a.allocate(100000).ptr;  // not the plan's next size: the cache serves from now on
+  ASSERT_NE(q, nullptr);
+  s = read(m).record.slots;
+  EXPECT_EQ(s[1].allocated_bytes, 0u);
+  EXPECT_EQ(s[0].allocated_bytes, 100096u);
+  EXPECT_GE(s[0].reserved_bytes, 100096u);
+  const std::vector<DeviceRow> rows = device_rows(read(m).record);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].allocated_bytes, 100096u);
+  EXPECT_EQ(rows[0].reserved_bytes, a.stats().reserved_bytes.all.current);
+}
+
+// The figures follow the allocator's events (plan replay's arena keeps its slot so): alloc and free_requested move allocated,
 // free_requested and free_completed pending, reserve and release reserved, oom the count.
 TEST(LiveSlotWriter, FollowsTheAllocatorsEvents) {
   Memory m;
