@@ -4,14 +4,14 @@
 //   BM_Pair_NoWriter   - no live writer, no event sink: the allocator as before
 //                        LUMA_LIVE_DIR (and with LUMA_LIVE_DIR=off);
 //   BM_Pair_LiveWriter - what libluma.so does: the slot's writer set with
-//                        CachingAllocator::set_live_writer, its sequence-locked stores
-//                        inlined in the allocator's event path, into a record laid out in
+//                        CachingAllocator::set_live_writer (one sequence-locked write of
+//                        six figures at the end of each call), into a record laid out in
 //                        plain memory as in the shared mapping;
 //   BM_Pair_EmptySink  - an event sink whose on_event does nothing: what any call through
 //                        the sink costs (three per pair: alloc, free_requested,
 //                        free_completed) ...
-//   BM_Pair_LiveSink   - ... and the same writer behind such a sink, the design the hook
-//                        replaced (it cost several ns more per pair).
+//   BM_Pair_LiveSink   - ... and the per-event writer behind such a sink, the design the
+//                        hook replaced.
 // The cost per pair is LiveWriter - NoWriter. Built, never run by meson test:
 //   build/tests/bench/bench_live --benchmark_min_time=0.3 --benchmark_repetitions=5
 //       --benchmark_enable_random_interleaving=true   (one line)
