@@ -188,6 +188,14 @@ struct CachingAllocator::Impl {
                           static_cast<std::uint64_t>(stats.active_bytes.all_current() - allocated),
                           stats.num_ooms});
   }
+  // After a free: only the held and the pending bytes can have moved.
+  [[gnu::always_inline]] void publish_live_held() noexcept {
+    if (live_writer == nullptr) [[likely]]
+      return;
+    const std::int64_t allocated = stats.allocated_bytes.all_current();
+    live_writer->publish_held(static_cast<std::uint64_t>(allocated),
+                              static_cast<std::uint64_t>(stats.active_bytes.all_current() - allocated));
+  }
 
   Segment* segment_containing(std::uintptr_t addr) const noexcept {
     auto it = std::upper_bound(segments.begin(), segments.end(), addr,
@@ -895,7 +903,7 @@ AllocResult CachingAllocator::allocate(std::size_t bytes) noexcept {
 FreeStatus CachingAllocator::free(void* ptr) noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   const FreeStatus r = impl_->free(ptr);
-  impl_->publish_live();
+  impl_->publish_live_held();
   return r;
 }
 

@@ -75,6 +75,10 @@ class SlotWriter {
   // allocator, at the end of each call: CachingAllocator::set_live_writer). A slot is kept
   // either this way or by on_event, never both.
   [[gnu::always_inline]] inline void publish(const SlotFigures& f) noexcept;
+  // Allocated and pending-free bytes only: what a free can change (the other figures
+  // only move when memory is allocated, reserved or released).
+  [[gnu::always_inline]] inline void publish_held(std::uint64_t allocated_bytes,
+                                                  std::uint64_t pending_free_bytes) noexcept;
 
   // One allocator event (event.h): alloc and free_requested move allocated bytes,
   // free_requested and free_completed pending-free bytes, segment_reserve and
@@ -117,6 +121,17 @@ inline void SlotWriter::publish(const SlotFigures& f) noexcept {
   store(s->peak_reserved_bytes, f.peak_reserved_bytes);
   store(s->pending_free_bytes, f.pending_free_bytes);
   store(s->oom_count, f.oom_count);
+  s->seq.store(seq + 2, std::memory_order_release);
+}
+
+inline void SlotWriter::publish_held(std::uint64_t allocated_bytes, std::uint64_t pending_free_bytes) noexcept {
+  Slot* const s = slot_;
+  if (s == nullptr) return;
+  const std::uint64_t seq = seq_;
+  seq_ = seq + 2;
+  s->seq.store(seq + 1, std::memory_order_relaxed);
+  store(s->allocated_bytes, allocated_bytes);
+  store(s->pending_free_bytes, pending_free_bytes);
   s->seq.store(seq + 2, std::memory_order_release);
 }
 
