@@ -12,7 +12,8 @@ members of one limit_group, publish their live records in a directory of their o
             and a link in the directory are each skipped with one line (once, however many
             refreshes); a program killed with SIGKILL is gone from the table within a
             few seconds (a zombie first, then reaped) and its record removed; one that exits
-            removes its own.
+            removes its own; one that exec'd another program after allocating (same pid and
+            start time) is not listed, its old record removed.
   exporter  `luma exporter --listen 127.0.0.1:0` serves the same figures at /metrics, parsed
             with prometheus_client's parser (PyPI, in the venv VENV; skipped when PyPI cannot
             be reached); the skipped files are one line each over several scrapes; the
@@ -79,6 +80,7 @@ class Setup:
         self.live = os.path.join(self.work, "live")
         os.makedirs(self.live, mode=0o700)
         self.luma = luma
+        self.prog = prog
         self.uid = os.geteuid()
         self.group = "livetest%d" % os.getpid()
         self.env = venvs.stand_in_env(fake_dir)
@@ -264,8 +266,40 @@ def check_top(setup):
     check(pids == [], "nothing left: %s" % pids)
     p = setup.top("--bytes")
     check("0 processes under luma" in p.stdout, "empty table:\n" + p.stdout)
+    check_exec(setup)
     print("%s: top showed exactly what each held; skipped files one line each; a killed "
           "process gone after %.2f s" % (TEST, gone_s))
+
+
+def check_exec(setup):
+    """A process that allocated, then exec'd another program (same pid, same start time, no
+    exit handler ran): its record is left, but it no longer maps it, so it is not listed and
+    its record is removed."""
+    sleeper = subprocess.Popen([setup.prog, "exec-after-alloc", "4096", "/bin/sleep", "60"],
+                               env=setup.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    record = os.path.join(setup.live, "luma-live.%d.%d" % (setup.uid, sleeper.pid))
+    try:
+        started = time.monotonic()
+        while True:  # until the record is made and the exec is done
+            try:
+                with open("/proc/%d/comm" % sleeper.pid) as f:
+                    comm = f.read().strip()
+            except OSError:
+                comm = ""
+            if os.path.exists(record) and comm == "sleep":
+                break
+            if sleeper.poll() is not None:
+                fail("exec-after-alloc ended: %s" % sleeper.stderr.read())
+            check(time.monotonic() - started < RUN_LIMIT_S, "exec-after-alloc: no record and exec")
+            time.sleep(0.05)
+        rows = setup.top_json()["rows"]
+        check(all(r["pid"] != sleeper.pid for r in rows),
+              "the exec'd process is listed with its old record: %s" % rows)
+        check(not os.path.exists(record), "the exec'd process's old record was not removed")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    print("%s: a process that exec'd another program after allocating is not listed" % TEST)
 
 
 PARSE = r"""
