@@ -47,7 +47,7 @@ struct Header {
   std::uint32_t slot_bytes;     // sizeof(Slot)
   std::uint32_t slot_count;     // kSlots
   std::uint32_t pid;            // the publishing process
-  std::uint32_t uid;            // its real user id
+  std::uint32_t uid;            // its effective user id
   std::uint64_t start_time;     // its start time (/proc/PID/stat field 22, clock ticks since boot)
   std::uint64_t created_unix_ns;  // when it published (CLOCK_REALTIME)
   std::uint64_t map_address;    // where the process mapped this record, and how many bytes:
@@ -66,9 +66,9 @@ inline constexpr std::uint32_t kSlotHasLimit = 1u << 1;  // limit_bytes applies
 inline constexpr std::uint32_t kSlotGroupLimit = 1u << 2;  // the limit is the group's budget
 
 // One allocator's figures (bytes are the allocator's rounded sizes, as its statistics).
-// Written by one thread at a time (the allocator's events arrive under its lock) inside
-// a sequence lock: seq is odd while a write is underway; a reader keeps what it read
-// only if seq was the same even number before and after (docs/live-record.md).
+// Written by one thread at a time (under the allocator's lock) inside a sequence lock:
+// seq is odd while a write is underway; a reader keeps what it read only if seq was the
+// same even number before and after (docs/live-record.md).
 struct alignas(64) Slot {
   std::atomic<std::uint64_t> seq;
   std::atomic<std::int32_t> device;   // the CUDA device index

@@ -7,9 +7,9 @@
 // event). Either runs under the allocator's own lock, so each slot has one writer at a
 // time, and a sequence lock (two stores of the sequence word around the values, all
 // release stores: plain moves on x86, no atomic read-modify-write, no fence) lets
-// readers in other processes take a consistent copy without ever making the writer wait. No std::atomic_thread_fence
-// either: ThreadSanitizer does not model fences (GCC refuses them under -Wtsan), and the
-// release stores order the same without one (docs/live-record.md).
+// readers in other processes take a consistent copy without ever making the writer wait.
+// No std::atomic_thread_fence: ThreadSanitizer does not model fences (GCC refuses them
+// under -Wtsan), and the release stores order the same without one (docs/live-record.md).
 #pragma once
 
 #include <atomic>
