@@ -34,6 +34,9 @@ class DeviceLimits {
   // apply; said once).
   core::MemoryBudget* budget_for(int device, std::size_t device_total,
                                  const core::Settings& settings) noexcept;
+  // Whether the limits are a limit_group's (its shared table is in use); known once a
+  // budget was made.
+  bool grouped() const noexcept { return group_ != nullptr; }
 
  private:
   GroupTable* group(const core::Settings& settings) noexcept;

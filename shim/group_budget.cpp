@@ -12,6 +12,9 @@
 #include <cstring>
 #include <limits>
 
+#include "io/file_trust.h"
+#include "live/proc_stat.h"
+
 namespace luma::shim {
 
 namespace {
@@ -44,44 +47,11 @@ MemberId member_id(std::uint32_t pid, std::uint64_t start_time) noexcept {
 
 std::uint32_t member_pid(MemberId id) noexcept { return static_cast<std::uint32_t>(id & kPidMask); }
 
-namespace {
-
-// State (field 3) and start time (field 22) from /proc/<pid>/stat. The command name
-// (field 2) may hold spaces and parentheses: fields are counted after its last ')'.
-bool read_stat(const char* path, char* state, std::uint64_t* start_time) noexcept {
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[1024];
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  const char* p = std::strrchr(buf, ')');
-  if (p == nullptr || p[1] != ' ') return false;
-  p += 2;  // field 3: the state
-  *state = *p;
-  for (int field = 3; field < 22; ++field) {  // to the start of field 22
-    p = std::strchr(p, ' ');
-    if (p == nullptr) return false;
-    ++p;
-  }
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(p, &end, 10);
-  if (end == p) return false;
-  *start_time = v;
-  return true;
-}
-
-}  // namespace
-
 MemberId process_member_id(std::uint32_t pid) noexcept {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%u/stat", pid);
-  char state = 0;
-  std::uint64_t start = 0;
-  if (pid == 0 || pid > kPidMask || !read_stat(path, &state, &start)) return 0;
-  if (start >= (std::uint64_t{1} << (64 - kPidBits))) return 0;
-  return member_id(pid, start);
+  if (pid == 0 || pid > kPidMask) return 0;
+  const std::optional<core::live::ProcStat> s = core::live::read_proc_stat(pid);
+  if (!s || s->start_time >= (std::uint64_t{1} << (64 - kPidBits))) return 0;
+  return member_id(pid, s->start_time);
 }
 
 MemberId own_member_id() noexcept {
@@ -89,13 +59,8 @@ MemberId own_member_id() noexcept {
 }
 
 bool member_alive(MemberId id) noexcept {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%u/stat", member_pid(id));
-  char state = 0;
-  std::uint64_t start = 0;
-  if (!read_stat(path, &state, &start)) return false;  // gone
-  if (state == 'Z' || state == 'X' || state == 'x') return false;  // exited: its memory is freed
-  return member_id(member_pid(id), start) == id;  // else the pid was recycled
+  // Its memory is freed once it exited (a zombie too); a reused pid has another start time.
+  return core::live::process_alive(member_pid(id), id >> kPidBits);
 }
 
 std::string group_object_name(std::string_view group, unsigned uid) {
@@ -109,13 +74,20 @@ std::unique_ptr<GroupTable> GroupTable::open(const std::string& object_name, Mem
     return nullptr;
   };
   if (self == 0) return fail("this process's start time could not be read from /proc/self/stat");
-  const int fd = ::shm_open(object_name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  // O_NOFOLLOW: a link planted under the name is not followed (glibc adds it too).
+  const int fd = ::shm_open(object_name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return fail("shm_open(" + object_name + "): " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int e = errno;
     ::close(fd);
     return fail("fstat(" + object_name + "): " + std::strerror(e));
+  }
+  // /dev/shm is writable by every local user: one who made the table first (or may write
+  // it) could set the group's budget for everyone. Only this user's own table is used.
+  if (const std::string why = core::untrusted_file_reason(st, ::geteuid()); !why.empty()) {
+    ::close(fd);
+    return fail(object_name + " " + why + "; not used");
   }
   // Every process sizes a new object the same way; zero bytes are an empty table, so
   // whoever comes first, no process waits for another to set it up.

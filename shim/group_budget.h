@@ -58,9 +58,10 @@ class GroupTable {
  public:
   using AliveFn = bool (*)(MemberId);
 
-  // Opens (creating if need be) the table named object_name and claims a slot for `self`.
-  // nullptr with *error set when shared memory cannot be used (no /dev/shm, permissions,
-  // a table of another layout, every slot held by a live process).
+  // Opens (creating if need be, mode 0600) the table named object_name and claims a slot
+  // for `self`. nullptr with *error set when shared memory cannot be used (no /dev/shm,
+  // permissions, a table another user owns or that others may write, a table of another
+  // layout, every slot held by a live process).
   static std::unique_ptr<GroupTable> open(const std::string& object_name, MemberId self,
                                           AliveFn alive, std::string* error);
   // Removes the object's name (tests; processes that have it mapped keep using it).

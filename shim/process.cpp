@@ -206,7 +206,10 @@ void flush_process_output(int signal) noexcept {
   }
   // The trace is closed after the statistics (which read only the allocators' counters).
   print_stats_once(signal);
-  if (State* s = state_if_ready()) s->recorder.close_at_exit();
+  if (State* s = state_if_ready()) {
+    s->recorder.close_at_exit();
+    s->live.close_at_exit();
+  }
   g_flush.store(2);
 }
 
@@ -217,6 +220,7 @@ void on_fork_child() noexcept {
   if (!s->contexts.empty()) s->inherited.store(true);
   else s->signal_flush_after_fork.store(true);
   s->recorder.detach_in_child();  // the parent's trace mapping is never written here
+  s->live.detach_in_child();      // nor its live record
 }
 
 }  // namespace luma::shim

@@ -102,11 +102,21 @@ void warn_table_full() noexcept {
     e->allocator.set_reuse_at_once(s.stream_order.single());
     if (e->allocator.has_plan()) e->allocator.set_divergence_sink(&s.divergence_log);
     e->primary = is_primary_context(s.driver, ctx, device);
-    // Before the entry is published: the allocator's first event is already recorded.
+    // Before the entry is published: the allocator's first event is already recorded
+    // (and published in the live record, live_publisher.h: the cache and the plan's arena
+    // each have a slot).
     luma::core::EventSink* sink =
         s.oom.sink_for_new_allocator(&e->allocator, s.recorder.sink_for_new_allocator(s.driver));
     if (luma::core::EventSink* nvtx = nvtx_memory_sink(sink)) sink = nvtx;  // a tool reads NVTX
     if (sink != nullptr) e->allocator.set_event_sink(sink);
+    if (s.live.wanted()) {
+      std::optional<std::uint64_t> limit;
+      if (budget != nullptr) limit = budget->limit();
+      const std::string group = s.contexts.limits().grouped() ? s.settings.core.limit_group : std::string();
+      e->allocator.set_live_writers(
+          s.live.writer_for(&e->allocator.cache(), device, limit, group),
+          e->allocator.has_plan() ? s.live.writer_for(&e->allocator, device, limit, group) : nullptr);
+    }
     log().debug("serving context {} of device {}", static_cast<void*>(ctx), device);
     return e;
   });
@@ -286,6 +296,8 @@ void retire_entry(State& s, ContextEntry* e) noexcept {
   if (s.host_cache != nullptr) s.host_cache->forget_context(e->ctx);
   s.streams.remove_context(e->ctx);
   s.contexts.retire(e);
+  s.live.release(&e->allocator.cache());  // after its memory was dropped: its slots read 0
+  s.live.release(&e->allocator);
   log_noexcept(spdlog::level::info,
                "context {} of device {} was destroyed; its cached memory went with it",
                static_cast<void*>(e->ctx), e->device);

@@ -3,6 +3,7 @@
 #include "settings.h"
 
 #include "io/path_pattern.h"
+#include "live/live_record.h"
 
 #include <array>
 #include <charconv>
@@ -180,6 +181,23 @@ const Variable kVariables[] = {
        return std::string();
      },
      [](const ShimSettings& s) { return s.oom_snapshot; }},
+    // The directory must be absolute: `luma top` and `luma exporter` look there from
+    // wherever they run. docs/live-record.md.
+    {"LUMA_LIVE_DIR", core::live::kDefaultDir,
+     "publish this process's live statistics (luma top, luma exporter) in a file of this "
+     "directory, removed at exit; off: publish nothing",
+     [](std::string_view v, ShimSettings& s, std::vector<std::string>&) {
+       if (v == "off") {
+         s.live_dir.clear();
+       } else {
+         if (v.empty() || v[0] != '/') return std::string("an absolute directory or off");
+         while (v.size() > 1 && v.back() == '/') v.remove_suffix(1);
+         s.live_dir = v;
+       }
+       s.live_dir_set = true;
+       return std::string();
+     },
+     [](const ShimSettings& s) { return s.live_dir.empty() ? std::string("off") : s.live_dir; }},
 };
 
 }  // namespace

@@ -28,6 +28,8 @@ struct ShimSettings {
   unsigned trace_python = 32;   // LUMA_TRACE_PYTHON: Python frames per alloc (with stacks)
   std::string plan;             // LUMA_PLAN: a plan file to replay (docs/plan-replay.md)
   std::string oom_snapshot;     // LUMA_OOM_SNAPSHOT: snapshot file pattern; empty: none
+  std::string live_dir = "/dev/shm";  // LUMA_LIVE_DIR: where the live record goes; empty: off
+  bool live_dir_set = false;    // LUMA_LIVE_DIR was given (a failure there is a warning)
 };
 
 // The most return addresses LUMA_TRACE_STACKS may ask for (the trace format's limit).

@@ -35,6 +35,7 @@ void initialise() noexcept {
     s->recorder.configure(s->settings, s->settings_text);
     s->oom.configure(s->settings, s->recorder.wanted());
     s->plans.configure(s->settings.plan);
+    s->live.configure(s->settings);
   } catch (...) {
     s->settings = ShimSettings{};
   }

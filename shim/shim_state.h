@@ -14,6 +14,7 @@
 #include "context_table.h"
 #include "forwarded_paths.h"
 #include "host_cache_driver.h"
+#include "live_publisher.h"
 #include "plan_loader.h"
 #include "program_cache.h"
 #include "real_driver.h"
@@ -54,6 +55,8 @@ struct State {
   // A caching allocator of the program's own (PyTorch's), recognised: its allocations get
   // driver allocations of their own (program_cache.h).
   ProgramCacheWatch program_cache;
+  // LUMA_LIVE_DIR: the live statistics `luma top` and `luma exporter` read.
+  LivePublisher live;
   // LUMA_PLAN: the plan every context's allocator follows, and the log of divergences.
   PlanLoader plans;
   DivergenceLog divergence_log;

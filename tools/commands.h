@@ -23,5 +23,7 @@ void add_stats_command(CLI::App& app);   // stats_command.cpp (trace work)
 void add_export_command(CLI::App& app);  // export_command.cpp (trace work)
 void add_run_command(CLI::App& app);     // run_command.cpp: luma run
 void add_simulate_command(CLI::App& app);  // simulate_command.cpp: luma simulate
+void add_top_command(CLI::App& app);     // top_command.cpp: luma top (live records)
+void add_exporter_command(CLI::App& app);  // exporter_command.cpp: luma exporter (with prometheus-cpp)
 
 }  // namespace luma::tools

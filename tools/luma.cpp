@@ -16,13 +16,17 @@ constexpr Register kCommands[] = {
     luma::tools::add_export_command,
     luma::tools::add_run_command,
     luma::tools::add_simulate_command,
+    luma::tools::add_top_command,
+#ifdef LUMA_EXPORTER
+    luma::tools::add_exporter_command,
+#endif
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace luma::tools;
-  CLI::App app{"luma: read allocation traces and plan device memory", "luma"};
+  CLI::App app{"luma: read allocation traces, plan device memory, watch running processes", "luma"};
   app.set_version_flag("--version", LUMA_VERSION);
   app.require_subcommand(1);
   for (Register add : kCommands) add(app);

@@ -59,6 +59,7 @@
 #include "allocator/live_stats.h"
 #include "allocator/pointer_map.h"
 #include "allocator/record_pool.h"
+#include "live/live_writer.h"
 
 namespace luma::core {
 namespace {
@@ -135,6 +136,7 @@ struct CachingAllocator::Impl {
   const unsigned unit_shift = static_cast<unsigned>(std::countr_zero(opt.alignment));
   mutable AllocatorLock mu;
   EventSink* sink = nullptr;
+  live::SlotWriter* live_writer = nullptr;
   LiveStats stats;
 
   RecordPool<Block> blocks;
@@ -189,6 +191,30 @@ struct CachingAllocator::Impl {
     return n;
   }
   DeviceStats view() const noexcept { return stats.view(device_index, free_block_count()); }
+
+  // The live record's slot (set_live_writer), from the statistics as they are at the end
+  // of a public call: once per call, not per event (the inlined per-event updates made the
+  // hot functions too big to inline, costing a pair more than the updates themselves).
+  // Pending-free bytes are the active bytes the program no longer holds.
+  [[gnu::always_inline]] void publish_live() noexcept {
+    if (live_writer == nullptr) [[likely]]
+      return;
+    const std::int64_t allocated = stats.allocated_bytes.all_current();
+    live_writer->publish({static_cast<std::uint64_t>(allocated),
+                          static_cast<std::uint64_t>(stats.reserved_bytes.all_current()),
+                          static_cast<std::uint64_t>(stats.allocated_bytes.all_peak),
+                          static_cast<std::uint64_t>(stats.reserved_bytes.all_peak),
+                          static_cast<std::uint64_t>(stats.active_bytes.all_current() - allocated),
+                          stats.num_ooms});
+  }
+  // After a free: only the held and the pending bytes can have moved.
+  [[gnu::always_inline]] void publish_live_held() noexcept {
+    if (live_writer == nullptr) [[likely]]
+      return;
+    const std::int64_t allocated = stats.allocated_bytes.all_current();
+    live_writer->publish_held(static_cast<std::uint64_t>(allocated),
+                              static_cast<std::uint64_t>(stats.active_bytes.all_current() - allocated));
+  }
 
   Segment* segment_containing(std::uintptr_t addr) const noexcept {
     auto it = std::upper_bound(segments.begin(), segments.end(), addr,
@@ -998,7 +1024,9 @@ CachingAllocator::~CachingAllocator() = default;
 AllocResult CachingAllocator::allocate(std::size_t bytes) noexcept {
   if (bytes == 0) return {nullptr, AllocStatus::invalid_size};
   std::lock_guard<AllocatorLock> lock(impl_->mu);
-  return impl_->allocate(bytes, false);
+  const AllocResult r = impl_->allocate(bytes, false);
+  impl_->publish_live();
+  return r;
 }
 
 void CachingAllocator::set_reuse_at_once(bool on) noexcept {
@@ -1011,27 +1039,35 @@ bool CachingAllocator::reuse_at_once() const noexcept {
 AllocResult CachingAllocator::allocate_own_segment(std::size_t bytes) noexcept {
   if (bytes == 0) return {nullptr, AllocStatus::invalid_size};
   std::lock_guard<AllocatorLock> lock(impl_->mu);
-  return impl_->allocate(bytes, true);
+  const AllocResult r = impl_->allocate(bytes, true);
+  impl_->publish_live();
+  return r;
 }
 
 FreeStatus CachingAllocator::free(void* ptr) noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
-  return impl_->free(ptr);
+  const FreeStatus r = impl_->free(ptr);
+  impl_->publish_live_held();
+  return r;
 }
 
 std::size_t CachingAllocator::empty_cache() noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
-  return impl_->empty_cache();
+  const std::size_t released = impl_->empty_cache();
+  impl_->publish_live();
+  return released;
 }
 
 void CachingAllocator::release_all() noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   impl_->release_all();
+  impl_->publish_live();
 }
 
 void CachingAllocator::drop_device_memory() noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   impl_->drop_device_memory();
+  impl_->publish_live();
 }
 
 bool CachingAllocator::owns(const void* ptr, std::size_t* size) const noexcept {
@@ -1117,6 +1153,12 @@ AllocatorSnapshot CachingAllocator::snapshot() const {
 void CachingAllocator::set_event_sink(EventSink* sink) noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   impl_->sink = sink;
+}
+
+void CachingAllocator::set_live_writer(live::SlotWriter* writer) noexcept {
+  std::lock_guard<AllocatorLock> lock(impl_->mu);
+  impl_->live_writer = writer;
+  impl_->publish_live();
 }
 
 const AllocatorOptions& CachingAllocator::options() const noexcept { return impl_->opt; }

@@ -22,6 +22,10 @@
 
 namespace luma::core {
 
+namespace live {
+class SlotWriter;  // live/live_writer.h
+}
+
 enum class AllocStatus : std::uint8_t {
   ok = 0,
   invalid_size,   // zero bytes (the driver returns CUDA_ERROR_INVALID_VALUE)
@@ -120,6 +124,11 @@ class CachingAllocator {
 
   // Observer for every event; nullptr to stop. Set before use from one thread.
   void set_event_sink(EventSink* sink) noexcept;
+  // The live record's slot this allocator keeps current (LUMA_LIVE_DIR, core/live/): its
+  // figures written at the end of every call that changes them, under the allocator's
+  // lock (a few plain stores; tests/bench/bench_live.cpp). nullptr: none. Set before use
+  // from one thread.
+  void set_live_writer(live::SlotWriter* writer) noexcept;
 
   const AllocatorOptions& options() const noexcept;
 

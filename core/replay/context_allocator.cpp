@@ -217,6 +217,14 @@ void ContextAllocator::set_event_sink(EventSink* sink) noexcept {
   cache_.set_event_sink(sink);
 }
 
+void ContextAllocator::set_live_writers(live::SlotWriter* cache, live::SlotWriter* replay) noexcept {
+  if (replay_ != nullptr) {
+    std::lock_guard<std::mutex> lock(replay_mu_);
+    replay_->set_live_writer(replay);
+  }
+  cache_.set_live_writer(cache);
+}
+
 std::vector<std::string> ContextAllocator::check() const {
   std::vector<std::string> v = cache_.check();
   if (replay_ != nullptr) {

@@ -78,6 +78,10 @@ class ContextAllocator {
   std::size_t cached_bytes() const noexcept;
 
   void set_event_sink(EventSink* sink) noexcept;
+  // The live record's slots (CachingAllocator::set_live_writer): one for the cache, one
+  // for the plan's arena (the two are written under different locks, and a slot has one
+  // writer at a time). Set before use from one thread, like the event sink.
+  void set_live_writers(live::SlotWriter* cache, live::SlotWriter* replay) noexcept;
   // Set before use from one thread, like the event sink.
   void set_divergence_sink(DivergenceSink* sink) noexcept { divergence_sink_ = sink; }
 

@@ -26,6 +26,8 @@
 
 #include <fmt/format.h>
 
+#include "live/live_writer.h"
+
 namespace luma::core {
 namespace {
 
@@ -181,6 +183,7 @@ std::uint32_t PlanReplay::slot_for(std::uint64_t k) const noexcept {
 }
 
 void PlanReplay::emit(EventKind kind, std::uintptr_t addr, std::uint64_t size, std::uint64_t requested) noexcept {
+  if (live_writer_ != nullptr) live_writer_->on_event(kind, size);
   if (sink_ != nullptr) sink_->on_event(Event{kind, device_index_, addr, size, requested});
 }
 

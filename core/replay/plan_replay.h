@@ -93,6 +93,8 @@ class PlanReplay {
   void drop_device_memory() noexcept;
 
   void set_event_sink(EventSink* sink) noexcept { sink_ = sink; }
+  // The live record's slot of the arena (CachingAllocator::set_live_writer).
+  void set_live_writer(live::SlotWriter* writer) noexcept { live_writer_ = writer; }
 
   // Every violated invariant, one message each: occupied (live or pending) blocks never
   // overlap, the address index and the epochs agree with the slots, the statistics add up.
@@ -131,6 +133,7 @@ class PlanReplay {
   const std::size_t epoch_max_blocks_;
   const std::size_t epoch_max_bytes_;
   EventSink* sink_ = nullptr;
+  live::SlotWriter* live_writer_ = nullptr;
 
   // The plan, compact. Slot s = planned allocation s (periodic: warm-up + one period).
   std::uint64_t arena_bytes_ = 0;     // the reservation (the plan's arena, rounded up)

@@ -6,7 +6,9 @@
 //       build-rel/tests/bench/pair_driver 10000 100000
 // (docs/performance.md). With a third argument `time`, runs the PAIRS 7 times instead and
 // prints the best wall time per pair: for interleaved A/B runs of two builds, where the
-// VM's noise would swamp Google Benchmark's medians. Built, never run by meson test.
+// VM's noise would swamp Google Benchmark's medians. With `live` (also after `time`), the
+// allocator keeps a live record's slot current (LUMA_LIVE_DIR, tests/bench/bench_live.cpp),
+// as libluma.so's do. Built, never run by meson test.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,11 +18,17 @@
 #include "address_only_device.h"
 #include "bench_workload.h"
 #include "allocator/caching_allocator.h"
+#include "live/live_writer.h"
 
 int main(int argc, char** argv) {
-  const bool timed = argc == 4 && std::strcmp(argv[3], "time") == 0;
-  if (argc != 3 && !timed) {
-    std::fprintf(stderr, "usage: pair_driver LIVE PAIRS [time]\n");
+  bool timed = false, published = false, bad = argc < 3;
+  for (int i = 3; i < argc; ++i) {
+    if (std::strcmp(argv[i], "time") == 0) timed = true;
+    else if (std::strcmp(argv[i], "live") == 0) published = true;
+    else bad = true;
+  }
+  if (bad) {
+    std::fprintf(stderr, "usage: pair_driver LIVE PAIRS [time] [live]\n");
     return 2;
   }
   const std::size_t live = std::strtoull(argv[1], nullptr, 10);
@@ -36,6 +44,13 @@ int main(int argc, char** argv) {
   const luma::bench::Workload w = luma::bench::make_workload(live);
   luma::bench::AddressOnlyDevice dev;  // the same device as bench_allocator's
   luma::core::CachingAllocator a(dev, 0);
+  std::vector<unsigned char> record(luma::core::live::kRecordBytes);
+  luma::core::live::SlotWriter writer;
+  if (published) {
+    luma::core::live::init_record(record.data(), {});
+    writer.bind(record.data(), 0, 0, std::nullopt, false);
+    a.set_live_writer(&writer);
+  }
   std::vector<void*> slots(live);
   for (std::size_t i = 0; i < live; ++i) slots[i] = a.allocate(w.initial[i]).ptr;
   auto step = [&](std::size_t k) {

@@ -1,6 +1,7 @@
 """cuda_bindings_venv.py: the virtual environment with NVIDIA's Python driver bindings
 (cuda-bindings, pinned below) that the Python integration tests share (cuda_bindings_check.py,
-multiprocessing_workers.py).
+multiprocessing_workers.py); ensure_package makes one with another package (live_check.py:
+prometheus_client).
 
 It is made with pip once under the test's work directory: a marker file names the installed
 version and later runs reuse it. Tests that run at the same time share one install: a lock
@@ -44,14 +45,20 @@ def ensure_bindings(test, venv, base=None):
     """The venv's python, with cuda-bindings==PIN installed (installed now if needed), made
     from the interpreter `base` (default: this one). `test` names the caller in its skip
     and failure lines."""
+    return ensure_package(test, venv, PACKAGE, base)
+
+
+def ensure_package(test, venv, package, base=None):
+    """The venv's python, with `package` (a pinned pip requirement) installed, made from the
+    interpreter `base` (default: this one)."""
     os.makedirs(os.path.dirname(os.path.abspath(venv)), exist_ok=True)
     with open(venv + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-        return _ensure_locked(test, venv, base or sys.executable)
+        return _ensure_locked(test, venv, package, base or sys.executable)
 
 
-def _ensure_locked(test, venv, base):
-    marker = os.path.join(venv, "luma-installed-" + PACKAGE)
+def _ensure_locked(test, venv, package, base):
+    marker = os.path.join(venv, "luma-installed-" + package)
     python = venv_python(venv)
     if os.path.exists(marker) and os.access(python, os.X_OK):
         return python
@@ -63,24 +70,24 @@ def _ensure_locked(test, venv, base):
     try:
         pip = subprocess.run([python, "-m", "pip", "install", "--quiet",
                               "--disable-pip-version-check", "--no-input",
-                              "--timeout", str(PIP_TIMEOUT_S), "--retries", "1", PACKAGE],
+                              "--timeout", str(PIP_TIMEOUT_S), "--retries", "1", package],
                              capture_output=True, text=True, timeout=INSTALL_LIMIT_S)
     except subprocess.TimeoutExpired:
         shutil.rmtree(venv, ignore_errors=True)
         skip(test, "PyPI not reachable (pip install %s took over %d s)"
-             % (PACKAGE, INSTALL_LIMIT_S))
+             % (package, INSTALL_LIMIT_S))
     if pip.returncode != 0:
         shutil.rmtree(venv, ignore_errors=True)
         out = pip.stdout + pip.stderr
         found = [m for m in NETWORK_MARKERS if m in out]
         if found:
-            skip(test, "PyPI not reachable (pip install %s: %s)" % (PACKAGE, found[0]))
+            skip(test, "PyPI not reachable (pip install %s: %s)" % (package, found[0]))
         if "No matching distribution" in out:
-            skip(test, "no %s wheel for %s" % (PACKAGE, base))
-        fail(test, "pip install %s failed:\n%s" % (PACKAGE, out[-3000:]))
+            skip(test, "no %s wheel for %s" % (package, base))
+        fail(test, "pip install %s failed:\n%s" % (package, out[-3000:]))
     with open(marker, "w") as f:
         f.write("installed in %.1f s\n" % (time.monotonic() - started))
-    print("%s: installed %s in %.1f s" % (test, PACKAGE, time.monotonic() - started))
+    print("%s: installed %s in %.1f s" % (test, package, time.monotonic() - started))
     return python
 
 

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -953,6 +955,32 @@ TEST(MemoryLimits, UnusableSharedMemoryIsOneLineThenAProcessLimit) {
   ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
   EXPECT_EQ(count(r.result.err, "limit_group:" + group), 1) << r.result.err;
   EXPECT_EQ(count(r.result.err, "another layout"), 1) << r.result.err;
+  LimitLine l;
+  ASSERT_TRUE(parse_limit_line(r.result.out, &l)) << r.result.out;
+  EXPECT_EQ(l.t0, 64 * kMiB);
+  EXPECT_EQ(l.n, 4u);
+}
+
+// A group table that others may write (made first by another user, or with a careless
+// umask) could set the group's budget for every member: it is refused with one line, and
+// the limit holds for the process alone.
+TEST(MemoryLimits, AGroupTableOthersMayWriteIsOneLineThenAProcessLimit) {
+  REQUIRE_PROGRAMS();
+  const std::string group = "itopen" + std::to_string(getpid());
+  const std::string object = "/dev/shm/luma." + group + "." + std::to_string(getuid());
+  const int fd = ::open(object.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) GTEST_SKIP() << "no /dev/shm";
+  ASSERT_EQ(fchmod(fd, 0666), 0);
+  ::close(fd);
+  LumaRun r = run_under_luma("driver", {"limit", std::to_string(16 * kMiB)},
+                             {{"LUMA_CONF", "memory_limit:64M,limit_group:" + group}});
+  struct stat st {};
+  const bool sized = ::stat(object.c_str(), &st) == 0 && st.st_size != 0;
+  std::remove(object.c_str());
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_EQ(count(r.result.err, "limit_group:" + group), 1) << r.result.err;
+  EXPECT_EQ(count(r.result.err, "is writable by others (mode 0666)"), 1) << r.result.err;
+  EXPECT_FALSE(sized) << "the refused table was used";
   LimitLine l;
   ASSERT_TRUE(parse_limit_line(r.result.out, &l)) << r.result.out;
   EXPECT_EQ(l.t0, 64 * kMiB);

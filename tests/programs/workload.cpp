@@ -492,6 +492,19 @@ int mode_hold(int argc, char** argv) {
   return 0;
 }
 
+// Allocates CHUNK bytes, then becomes PROGRAM (execv, the same pid and start time; no exit
+// handler runs, so luma's live record of this process is left behind: its readers must
+// see that the process no longer publishes it).
+int mode_exec_after_alloc(int argc, char** argv) {
+  if (argc < 2) return kExitUsage;
+  const size_t chunk = parse(argv[0], "CHUNK");
+  void* p = nullptr;
+  ok(A.alloc(&p, chunk), "exec-after-alloc: alloc");
+  std::fflush(nullptr);
+  execv(argv[1], argv + 1);
+  fail("exec-after-alloc: execv", errno);
+}
+
 // Two processes of one limit_group (inherited LUMA_CONF): another process of this program
 // holds K chunks; this one gets what is left under the group's limit; the other is then
 // killed with SIGKILL (no exit handler runs) and this one gets its share. The test judges
@@ -1997,6 +2010,7 @@ const Mode kModes[] = {
     {"limit", "[CHUNK]", mode_limit},
     {"hold", "CHUNK K READY_FD HOLD_FD", mode_hold},
     {"group-share", "CHUNK K", mode_group_share},
+    {"exec-after-alloc", "CHUNK PROGRAM [ARGS]", mode_exec_after_alloc},
     {"invalid-free", "", mode_invalid_free},
     {"two-devices", "", mode_two_devices},
     {"meminfo", "", mode_meminfo},

@@ -202,6 +202,10 @@ SETTINGS = {
                             "/proc/self/no-such-dir/plan.json"],
     "LUMA_TRACE_STACKS": GARBAGE + ["129", "-1", "99999999999999999999", "1e3", "0x10",
                                     "128abc", "4294967297"],
+    # Not absolute (named by the settings), or a directory that cannot hold the live record
+    # (docs/live-record.md: one line, the program runs on unpublished).
+    "LUMA_LIVE_DIR": GARBAGE + ["/proc/self/no-such-dir", "/dev/null", "/proc/version",
+                                "/dev/full", "/" + "a" * 5000],
 }
 
 
@@ -240,6 +244,9 @@ def case_bad_settings():
                 # A name that cannot be recorded to: one line naming LUMA_TRACE, no trace.
                 check(len(warnings) <= 1 and all("LUMA_TRACE" in w for w in warnings),
                       f"{what}: expected at most one line naming LUMA_TRACE, got {warnings}")
+            elif name == "LUMA_LIVE_DIR":
+                check(len(warnings) == 1 and "LUMA_LIVE_DIR" in warnings[0],
+                      f"{what}: expected one line naming LUMA_LIVE_DIR, got {warnings}")
             elif name == "LUMA_PLAN":
                 # No plan file can be read from any of these: one line, the caching
                 # allocator serves the run (docs/plan-replay.md).

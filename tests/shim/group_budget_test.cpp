@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -129,6 +130,56 @@ TEST_F(GroupBudgetTest, ATableOfAnotherLayoutIsRefused) {
   set_alive(member_id(401, 1), true);
   EXPECT_EQ(GroupTable::open(name_, member_id(401, 1), &test_alive, &error), nullptr);
   EXPECT_NE(error.find("another layout"), std::string::npos) << error;
+}
+
+// /dev/shm is writable by every local user: a table someone made first with mode 0666
+// (so that any member opens it) would let them set the group's budget. Refused, with the
+// reason, and the table is left as it was.
+TEST_F(GroupBudgetTest, ATableOthersMayWriteIsRefused) {
+  const int fd = shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(fchmod(fd, 0666), 0);  // as the umask would not let shm_open make it
+  close(fd);
+  std::string error;
+  set_alive(member_id(411, 1), true);
+  EXPECT_EQ(GroupTable::open(name_, member_id(411, 1), &test_alive, &error), nullptr);
+  EXPECT_NE(error.find("is writable by others (mode 0666)"), std::string::npos) << error;
+  struct stat st {};
+  ASSERT_EQ(stat(("/dev/shm" + name_).c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0) << "the refused table was sized by this process";
+}
+
+// A table another user owns (mode 0600, so only root could open it anyway): made here as
+// root and given to nobody (65534). Without root the test cannot make such a file.
+TEST_F(GroupBudgetTest, ATableOfAnotherUserIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a file to another user";
+  const int fd = shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(fchown(fd, 65534, 65534), 0);
+  close(fd);
+  std::string error;
+  set_alive(member_id(412, 1), true);
+  EXPECT_EQ(GroupTable::open(name_, member_id(412, 1), &test_alive, &error), nullptr);
+  EXPECT_NE(error.find("is owned by uid 65534, not 0"), std::string::npos) << error;
+}
+
+// A symbolic link planted under the table's name is not followed.
+TEST_F(GroupBudgetTest, ALinkUnderTheNameIsNotFollowed) {
+  const std::string target = "/dev/shm" + name_ + ".target";
+  const std::string link = "/dev/shm" + name_;
+  ::unlink(target.c_str());
+  const int fd = ::open(target.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  std::string error;
+  set_alive(member_id(413, 1), true);
+  EXPECT_EQ(GroupTable::open(name_, member_id(413, 1), &test_alive, &error), nullptr);
+  EXPECT_NE(error.find("shm_open"), std::string::npos) << error;
+  struct stat st {};
+  ASSERT_EQ(stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0) << "the link's target was written";
+  ::unlink(target.c_str());
 }
 
 TEST_F(GroupBudgetTest, NoIdentityNoTable) {

@@ -25,7 +25,8 @@ TEST(Settings, DefaultsWhenNothingIsSet) {
   EXPECT_TRUE(l.settings.stats_file.empty());
   EXPECT_FALSE(l.settings.disable);
   EXPECT_EQ(l.settings.core.free_sync, core::FreeSync::event);
-  ASSERT_EQ(l.table.size(), 11u);
+  ASSERT_EQ(l.table.size(), 12u);
+  EXPECT_EQ(l.settings.live_dir, "/dev/shm");
   EXPECT_EQ(l.settings.trace_python, 32u);
   EXPECT_TRUE(l.settings.plan.empty());
   EXPECT_TRUE(l.settings.oom_snapshot.empty());
@@ -105,6 +106,24 @@ TEST(Settings, OomSnapshotIsAPatternAndBlankMeansNone) {
   EXPECT_EQ(read({{"LUMA_OOM_SNAPSHOT", "oom-%p.pickle"}}).settings.oom_snapshot, "oom-%p.pickle");
   for (const char* blank : {"", " ", " \t\n"})
     EXPECT_TRUE(read({{"LUMA_OOM_SNAPSHOT", blank}}).settings.oom_snapshot.empty()) << "'" << blank << "'";
+}
+
+// LUMA_LIVE_DIR: an absolute directory (trailing slashes dropped), or off; anything else
+// is named and the default kept.
+TEST(Settings, LiveDirIsAnAbsoluteDirectoryOrOff) {
+  LoadedSettings l = read({{"LUMA_LIVE_DIR", "/run/user/1000/"}});
+  EXPECT_TRUE(l.errors.empty());
+  EXPECT_EQ(l.settings.live_dir, "/run/user/1000");
+  EXPECT_TRUE(l.settings.live_dir_set);
+  l = read({{"LUMA_LIVE_DIR", "off"}});
+  EXPECT_TRUE(l.errors.empty());
+  EXPECT_TRUE(l.settings.live_dir.empty());
+  l = read({{"LUMA_LIVE_DIR", "live"}});
+  ASSERT_EQ(l.errors.size(), 1u);
+  EXPECT_EQ(l.errors[0], "LUMA_LIVE_DIR='live' is not an absolute directory or off; using /dev/shm");
+  EXPECT_EQ(l.settings.live_dir, "/dev/shm");
+  EXPECT_FALSE(l.settings.live_dir_set);
+  EXPECT_EQ(read({{"LUMA_LIVE_DIR", "/"}}).settings.live_dir, "/");
 }
 
 }  // namespace
