@@ -1,11 +1,12 @@
 // fake_arena.cpp - device memory of the stand-in driver (a TEST DOUBLE): every device
 // allocation is carved from one shared-memory file per device (memfd_create, sized
-// kArenaBytes, sparse, mapped MAP_SHARED|MAP_NORESERVE once), so a second process can map
-// the very same bytes for cuIpcOpenMemHandle_v2 (through /proc/<pid>/fd/<fd>) while a loop of
-// 10^5 allocations still costs one file descriptor per device. Best fit over the free ranges,
-// coalescing neighbours on free; a freed block of at least kReleaseThreshold bytes gives its
-// whole pages back to the kernel (FALLOC_FL_PUNCH_HOLE), so untouched or released capacity
-// costs no memory. Everything here runs under State::mem_m.
+// kArenaBytes, sparse, mapped MAP_SHARED|MAP_NORESERVE once at a fixed address hint), so a
+// second process can map the very same bytes for cuIpcOpenMemHandle_v2 (through
+// /proc/<pid>/fd/<fd>) while a loop of 10^5 allocations still costs one file descriptor per
+// device. Best fit over the free ranges, coalescing neighbours on free; a freed block of at
+// least kReleaseThreshold bytes gives its whole pages back to the kernel
+// (FALLOC_FL_PUNCH_HOLE), so untouched or released capacity costs no memory. Everything here
+// runs under State::mem_m.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -26,6 +27,17 @@ namespace {
 inline constexpr size_t kMinArenaBytes = size_t{16} << 30;
 inline constexpr size_t kReleaseThreshold = size_t{1} << 20;
 inline constexpr size_t kPage = 4096;
+// Where each device's arena is asked to go (a hint, never MAP_FIXED: when the range is taken
+// the kernel places it elsewhere). Without it the arena lands wherever the process's other
+// mappings leave room, and those depend on timing: a thread that starts while the first
+// allocation is made (the sanitizers' per-thread state, the C library's per-thread heaps)
+// maps memory before or after the arena depending on the scheduler, so the same program
+// with address-space randomization off would get different device addresses from one run
+// to the next. 0x7e80'0000'0000 and up is application memory under every sanitizer this
+// project runs (ThreadSanitizer's x86-64 layout starts its high application range there);
+// devices are 128 GiB apart, a reservation never overlaps the next one at the default size.
+inline constexpr uintptr_t kArenaHint = uintptr_t{0x7e80} << 32;
+inline constexpr uintptr_t kArenaHintStride = uintptr_t{128} << 30;
 
 void add_free(Arena& a, size_t off, size_t len) {
   a.free_by_offset[off] = len;
@@ -57,7 +69,8 @@ bool open_arena(State& st, int device, Arena& a) {
     close(fd);
     return false;
   }
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  void* hint = reinterpret_cast<void*>(kArenaHint + static_cast<uintptr_t>(device) * kArenaHintStride);
+  void* p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
   if (p == MAP_FAILED) {
     std::perror("libcuda.so.1 (stand-in): mmap of the device arena");
     close(fd);
