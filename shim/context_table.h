@@ -15,7 +15,7 @@
 #include <memory>
 #include <mutex>
 
-#include "replay/context_allocator.h"
+#include "context/context_allocator.h"
 #include "settings/config.h"
 #include "device_limits.h"
 #include "driver_device.h"

@@ -4,7 +4,7 @@
 // stream on older drivers), or nothing (free_sync:none), or a cuCtxSynchronize at free time
 // (free_sync:device). docs/architecture.md, "Fences with many streams", has the design.
 //
-// Called only with the owning allocator's lock held (core/allocator/device.h), so it keeps its pools
+// Called only with the owning allocator's lock held (core/base/device.h), so it keeps its pools
 // without a lock of its own. Must never call luma's hooks, never throw, and never report a
 // fence as done before the driver says its events completed.
 #pragma once
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "settings/config.h"
-#include "allocator/device.h"
+#include "base/device.h"
 #include "capture_registry.h"
 #include "context_fence.h"
 #include "real_driver.h"

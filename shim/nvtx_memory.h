@@ -14,7 +14,7 @@
 // Built when the CUDA toolkit's NVTX v3 headers are found (header-only; LUMA_HAVE_NVTX).
 #pragma once
 
-#include "allocator/event.h"
+#include "base/event.h"
 
 namespace luma::shim {
 

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "allocator/event.h"
+#include "base/event.h"
 #include "call_context.h"
 #include "io/oom_snapshot.h"
 

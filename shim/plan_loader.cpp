@@ -5,7 +5,7 @@
 #include <new>
 
 #include "log.h"
-#include "replay/plan_fingerprint.h"
+#include "plan/plan_fingerprint.h"
 #include "replay/replay_stats_format.h"
 #include "run_identity.h"
 

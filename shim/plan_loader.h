@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "replay/plan_file.h"
+#include "plan/plan_file.h"
 #include "real_driver.h"
 #include "replay/plan_replay.h"
 #include "replay/replay_stats.h"

@@ -26,7 +26,7 @@
 #include <span>
 
 #include "call_context.h"
-#include "allocator/event.h"
+#include "base/event.h"
 #include "event_clock.h"
 #include "trace/trace_writer.h"
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "replay/plan_file.h"
+#include "plan/plan_file.h"
 #include "planner/lifetime.h"
 #include "planner/planner.h"
 

@@ -22,7 +22,7 @@
 #include "device_plan.h"
 #include "io/output_file.h"
 #include "plan_files.h"
-#include "replay/plan_trace_input.h"
+#include "planner/input/trace_lifetime_reader.h"
 #include "planner/fence_slack.h"
 #include "planner/input/lifetime_reader.h"
 #include "planner/lower_bound.h"
@@ -80,14 +80,14 @@ bool is_luma_trace(const std::string& path) {
 PlanInput read_input(const std::string& path) {
   PlanInput in;
   std::optional<std::string> bytes = read_unless_regular(path);
-  core::PlanTraceInput run;
+  core::TraceAllocations run;
   if (bytes && core::trace::has_trace_magic(std::string_view(*bytes).substr(0, 16))) {
-    run = core::read_plan_trace_input_bytes(std::move(*bytes), path);
+    run = core::read_trace_allocations(std::move(*bytes), path, /*for_replay=*/true);
   } else if (bytes) {
     in.lifetimes = core::read_lifetimes_text(*bytes, path, core::builtin_readers());
     return in;
   } else if (is_luma_trace(path)) {
-    run = core::read_plan_trace_input(path);
+    run = core::read_trace_allocations_file(path, /*for_replay=*/true);
   } else {
     in.lifetimes = core::read_lifetimes_file(path, core::builtin_readers());
     return in;

@@ -1,11 +1,11 @@
-// plan_json.cpp - the plan as JSON: the plan file of core/replay/plan_file.h (per device the
+// plan_json.cpp - the plan as JSON: the plan file of core/plan/plan_file.h (per device the
 // arena, alignment, lower bound, strategy, the strategies tried, and per allocation its
 // sequence number, name, requested bytes, size, offset and lifetime; the fingerprint of a
 // traced run; the layout of a periodic plan). Written by core so that replay reads exactly
 // what is written here.
 #include <algorithm>
 
-#include "replay/plan_file.h"
+#include "plan/plan_file.h"
 #include "plan_files.h"
 
 namespace luma::tools {

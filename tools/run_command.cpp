@@ -36,8 +36,8 @@
 #include <vector>
 
 #include "commands.h"
-#include "replay/plan_file.h"
-#include "replay/plan_fingerprint.h"
+#include "plan/plan_file.h"
+#include "plan/plan_fingerprint.h"
 #include "preload_library.h"
 #include "trace_location.h"
 #include "io/path_pattern.h"

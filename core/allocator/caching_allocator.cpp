@@ -93,16 +93,6 @@ AllocatorOptions sanitize(AllocatorOptions o) noexcept {
 
 }  // namespace
 
-std::size_t round_size(const AllocatorOptions& options, std::size_t bytes) noexcept {
-  const std::size_t a = std::bit_ceil(std::max<std::size_t>(options.alignment, 1));
-  if (bytes > std::numeric_limits<std::size_t>::max() - (a - 1)) return ~(a - 1);  // saturate
-  return (bytes + a - 1) & ~(a - 1);
-}
-
-Pool pool_for(const AllocatorOptions& options, std::size_t rounded) noexcept {
-  return rounded <= options.small_size ? Pool::small : Pool::large;
-}
-
 std::size_t segment_size_for(const AllocatorOptions& options, std::size_t rounded) noexcept {
   std::size_t s = 0;
   if (pool_for(options, rounded) == Pool::small) {

@@ -15,9 +15,10 @@
 #include <vector>
 
 #include "allocator/allocator_snapshot.h"
-#include "allocator/constants.h"
-#include "allocator/device.h"
-#include "allocator/event.h"
+#include "base/constants.h"
+#include "base/device.h"
+#include "base/event.h"
+#include "base/size_rounding.h"
 #include "stats/stats.h"
 
 namespace luma::core {
@@ -143,10 +144,6 @@ class CachingAllocator {
   std::unique_ptr<Impl> impl_;
 };
 
-// The rounded size a request of `bytes` occupies (0 -> 0).
-std::size_t round_size(const AllocatorOptions& options, std::size_t bytes) noexcept;
-// Which pool a rounded size goes to.
-Pool pool_for(const AllocatorOptions& options, std::size_t rounded) noexcept;
 // The size of a new segment for a rounded request.
 std::size_t segment_size_for(const AllocatorOptions& options, std::size_t rounded) noexcept;
 

@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "allocator/block.h"
-#include "allocator/device.h"
+#include "base/device.h"
 
 namespace luma::core {
 

@@ -1,4 +1,4 @@
-// fence_queue.h - the fence protocol of core/allocator/device.h, written once for both allocators
+// fence_queue.h - the fence protocol of core/base/device.h, written once for both allocators
 // that reuse freed device memory (the caching allocator: batches are epochs, epoch.h; plan
 // replay: batches are chains of planned slots): a batch of frees is closed with one fence
 // recorded after all of them, queued oldest first, polled (PyTorch's process_events),
@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "allocator/device.h"
+#include "base/device.h"
 
 namespace luma::core {
 

@@ -16,7 +16,7 @@
 #include <string_view>
 
 #include "allocator/allocator_snapshot.h"
-#include "allocator/event.h"
+#include "base/event.h"
 #include "io/pickle_writer.h"
 
 namespace luma::core::memviz {

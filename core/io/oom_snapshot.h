@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "allocator/allocator_snapshot.h"
-#include "allocator/event.h"
+#include "base/event.h"
 
 namespace luma::core {
 

@@ -5,7 +5,7 @@
 // with out-of-memory exactly as at a real OOM. A release gives the budget back.
 //
 // Everything else (fences) is the wrapped device's. Same contract as
-// core/allocator/device.h; the bytes it holds are counted here too, so a context whose
+// core/base/device.h; the bytes it holds are counted here too, so a context whose
 // memory vanished without a release (a destroyed context) can give its share back with
 // forget_reserved().
 #pragma once
@@ -13,7 +13,7 @@
 #include <atomic>
 #include <cstddef>
 
-#include "allocator/device.h"
+#include "base/device.h"
 #include "limits/memory_budget.h"
 
 namespace luma::core {

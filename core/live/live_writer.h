@@ -17,7 +17,7 @@
 #include <optional>
 #include <string>
 
-#include "allocator/event.h"
+#include "base/event.h"
 #include "live/live_record.h"
 
 namespace luma::core::live {

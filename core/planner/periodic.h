@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "replay/plan_constants.h"
+#include "plan/plan_constants.h"
 #include "planner/lifetime.h"
 #include "planner/planner.h"
 

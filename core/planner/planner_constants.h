@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "allocator/constants.h"
+#include "base/constants.h"
 
 namespace luma::core::planner {
 

@@ -12,7 +12,7 @@
 // and their frees still come here; nothing is ever moved.
 //
 // Never hands out bytes that overlap a live block, or a freed block whose fence has not
-// completed (the fence contract of core/allocator/device.h, kept by the same FenceQueue as the
+// completed (the fence contract of core/base/device.h, kept by the same FenceQueue as the
 // caching allocator's). A planned allocation whose bytes wait on a fence the device cannot
 // wait for now (device.h) is a divergence (live_conflict: an earlier block still holds
 // them), so the cache serves it from other memory. This
@@ -30,11 +30,11 @@
 #include <vector>
 
 #include "allocator/caching_allocator.h"
-#include "allocator/constants.h"
-#include "allocator/device.h"
-#include "allocator/event.h"
+#include "base/constants.h"
+#include "base/device.h"
+#include "base/event.h"
 #include "allocator/fence_queue.h"
-#include "replay/plan_file.h"
+#include "plan/plan_file.h"
 #include "replay/replay_stats.h"
 #include "stats/stats.h"
 

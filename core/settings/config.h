@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "allocator/constants.h"
+#include "base/constants.h"
 
 namespace luma::core {
 

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "allocator/device.h"
+#include "base/device.h"
 #include "settings/config.h"
 
 namespace luma::core {

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "allocator/caching_allocator.h"  // round_size
+#include "base/size_rounding.h"
 #include "stats/stats_format.h"           // format_bytes
 
 namespace luma::core {

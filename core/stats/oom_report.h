@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "allocator/constants.h"
+#include "base/constants.h"
 #include "stats/stats.h"
 
 namespace luma::core {

@@ -9,10 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/pool.h"
+
 namespace luma::core {
 
-enum class Pool : std::uint8_t { small = 0, large = 1 };
-inline constexpr std::size_t kPools = 2;
 
 // One metric: its current value, its peak, and the running totals added and removed.
 struct Counter {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "allocator/constants.h"
-#include "allocator/event.h"
+#include "base/constants.h"
+#include "base/event.h"
 
 namespace luma::core::trace {
 

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "allocator/event.h"
+#include "base/event.h"
 #include "trace/trace_format.h"
 #include "trace/trace_header.h"
 

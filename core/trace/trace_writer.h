@@ -30,7 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "allocator/event.h"
+#include "base/event.h"
 #include "trace/trace_format.h"
 #include "trace/trace_header.h"
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "bench_workload.h"
-#include "allocator/device.h"
+#include "base/device.h"
 
 namespace luma::bench {
 

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "allocator/caching_allocator.h"
-#include "allocator/event.h"
+#include "base/event.h"
 
 namespace luma::core::testing {
 

@@ -5,7 +5,7 @@
 // done: polled when done already, waited for (oldest first) when needed at once, at once
 // on an idle device or one without fences; batched frees share one fence; the oldest fence
 // is waited for first; every token goes back exactly once; and a device that cannot wait now
-// (a stream capture underway, core/allocator/device.h) is never waited for and its memory never
+// (a stream capture underway, core/base/device.h) is never waited for and its memory never
 // reused early: the allocation is served from a new segment instead. This is the one place
 // the protocol is tested; the users' own suites test only their policies around it (the
 // cache's epochs and poll backoff: caching_allocator_fence_test.cpp).
@@ -20,9 +20,9 @@
 
 #include "allocator_test_util.h"
 #include "allocator/caching_allocator.h"
-#include "replay/context_allocator.h"
+#include "context/context_allocator.h"
 #include "host_device.h"
-#include "replay/plan_file.h"
+#include "plan/plan_file.h"
 
 namespace luma::core {
 namespace {
@@ -204,7 +204,7 @@ TYPED_TEST(FenceQueueTest, EmptyCacheWaitsForEveryPendingFree) {
   LUMA_EXPECT_CLEAN(this->a());
 }
 
-// The requirement of stream capture (core/allocator/device.h): while the device cannot wait, the
+// The requirement of stream capture (core/base/device.h): while the device cannot wait, the
 // fence is not done, so the bytes are not reused; the allocation takes a new segment.
 TYPED_TEST(FenceQueueTest, ADeviceThatCannotWaitNowGetsANewSegmentNeverTheFencedBytes) {
   void* first = this->fill_and_free_first();

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "allocator/constants.h"
+#include "base/constants.h"
 
 namespace luma::core {
 namespace {

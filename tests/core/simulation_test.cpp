@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "allocator/constants.h"
+#include "base/constants.h"
 #include "planner/input/lifetime_reader.h"
 #include "simulate/sim_sequence.h"
 #include "simulate/simulation.h"

@@ -1,7 +1,7 @@
 // host_device.h - a test double: a core::Device over aligned host memory, with a
 // configurable capacity, injected failures, call counters, fences that the caller
 // completes by hand, and a "capturing" state in which it cannot wait for a fence (as a
-// device whose thread is capturing a stream, core/allocator/device.h), so every path of the caching
+// device whose thread is capturing a stream, core/base/device.h), so every path of the caching
 // allocator and of plan replay can be driven without a GPU.
 //
 // Header-only, under tests/ and never linked into libluma.so (the shim has its own driver
@@ -15,7 +15,7 @@
 #include <mutex>
 #include <vector>
 
-#include "allocator/device.h"
+#include "base/device.h"
 
 namespace luma::core {
 

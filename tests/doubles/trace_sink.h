@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <span>
 
-#include "allocator/event.h"
+#include "base/event.h"
 #include "trace/trace_writer.h"
 
 namespace luma::core {

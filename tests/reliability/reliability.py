@@ -462,7 +462,7 @@ def plan_variants(good):
 
 
 def case_bad_plans():
-    """Malformed plan files (`luma plan -o`, core/replay/plan_file.h) given to `luma run --plan`:
+    """Malformed plan files (`luma plan -o`, core/plan/plan_file.h) given to `luma run --plan`:
     refused before the program starts with one line naming the file (exit 1), or - a
     change the reader may ignore - the program runs on it as usual. And the same files as
     LUMA_PLAN straight to libluma.so: the program always runs on, unchanged, and luma says

@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "replay/plan_file.h"
-#include "replay/plan_fingerprint.h"
-#include "replay/plan_trace_input.h"
+#include "plan/plan_file.h"
+#include "plan/plan_fingerprint.h"
+#include "planner/input/trace_lifetime_reader.h"
 #include "planner/periodic.h"
 #include "planner/planner.h"
 #include "replay/replay_stats_format.h"
@@ -37,7 +37,7 @@ SearchOptions quick() {
 
 // The plan `luma plan -o` would write for the trace at `path` (periodic or not).
 PlanFile plan_trace(const std::string& path, bool periodic) {
-  const PlanTraceInput run = read_plan_trace_input(path);
+  const TraceAllocations run = read_trace_allocations_file(path, true);
   PlanFile file;
   file.input = path;
   file.fingerprint = run.fingerprint;
@@ -222,8 +222,8 @@ TEST(CaptureReplay, AReplayedRunCanBeTracedAndPlannedAgain) {
   const PlanFile plan = plan_trace(first, false);
   const std::string second = temp_file("second.trace");
   capture_sample(second, 1, 3, kCommand, &plan);
-  const PlanTraceInput a = read_plan_trace_input(first);
-  const PlanTraceInput b = read_plan_trace_input(second);
+  const TraceAllocations a = read_trace_allocations_file(first, true);
+  const TraceAllocations b = read_trace_allocations_file(second, true);
   ASSERT_EQ(a.lifetimes.size(), b.lifetimes.size());
   EXPECT_EQ(a.requested, b.requested);
   for (std::size_t k = 0; k < a.lifetimes.size(); ++k) EXPECT_EQ(a.lifetimes[k].size, b.lifetimes[k].size);

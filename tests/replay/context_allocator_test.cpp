@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "replay/context_allocator.h"
+#include "context/context_allocator.h"
 #include "host_device.h"
 #include "replay_test_util.h"
 

@@ -17,7 +17,7 @@
 #include "planner/lower_bound.h"
 #include "planner/periodic.h"
 #include "planner/planner.h"
-#include "replay/plan_file.h"
+#include "plan/plan_file.h"
 #include "replay/plan_replay.h"
 #include "replay_test_util.h"
 

@@ -1,10 +1,10 @@
-// fingerprint_test.cpp - which run a plan belongs to (core/replay/plan_fingerprint.h): taken from a
+// fingerprint_test.cpp - which run a plan belongs to (core/plan/plan_fingerprint.h): taken from a
 // trace header; the same program started another way matches; another program, other
 // arguments, another device count or device model is refused with one line that names the
 // difference; device memory totals are not compared.
 #include <gtest/gtest.h>
 
-#include "replay/plan_fingerprint.h"
+#include "plan/plan_fingerprint.h"
 
 namespace luma::core {
 namespace {

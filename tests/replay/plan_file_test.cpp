@@ -1,4 +1,4 @@
-// plan_file_test.cpp - the plan file (core/replay/plan_file.h): what is written reads back the
+// plan_file_test.cpp - the plan file (core/plan/plan_file.h): what is written reads back the
 // same, and every malformed input - bad JSON, wrong types, numbers out of range, offsets
 // that break the alignment or leave the arena, inconsistent periodic layouts, truncation,
 // deep nesting, random corruption, a file too large - ends in one PlanFileError that names
@@ -12,7 +12,7 @@
 #include <random>
 #include <string>
 
-#include "replay/plan_file.h"
+#include "plan/plan_file.h"
 
 namespace luma::core {
 namespace {

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 
-#include "replay/plan_file.h"
+#include "plan/plan_file.h"
 #include "replay/replay_stats_format.h"
 #include "replay_test_util.h"
 #include "sample_program.h"

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "allocator/device.h"
-#include "allocator/event.h"
-#include "replay/plan_file.h"
+#include "base/device.h"
+#include "base/event.h"
+#include "plan/plan_file.h"
 #include "replay/plan_replay.h"
 #include "planner/lifetime.h"
 #include "planner/planner.h"

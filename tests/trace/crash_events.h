@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <span>
 
-#include "allocator/event.h"
+#include "base/event.h"
 #include "trace/trace_format.h"
 
 namespace luma::core::testing {

@@ -1,7 +1,7 @@
 // plan_file.cpp - the plan file as JSON (nlohmann, header-only): writer and validating
 // reader. Every check names the field by its path, so a hand-edited plan says exactly which
 // number is wrong.
-#include "replay/plan_file.h"
+#include "plan/plan_file.h"
 
 #include <bit>
 #include <cerrno>

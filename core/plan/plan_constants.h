@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "allocator/constants.h"
+#include "base/constants.h"
 
 namespace luma::core::plan {
 

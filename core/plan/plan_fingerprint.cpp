@@ -1,5 +1,5 @@
 // plan_fingerprint.cpp - see plan_fingerprint.h.
-#include "replay/plan_fingerprint.h"
+#include "plan/plan_fingerprint.h"
 
 #include <algorithm>
 

@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "replay/plan_constants.h"
-#include "replay/plan_fingerprint.h"
+#include "plan/plan_constants.h"
+#include "plan/plan_fingerprint.h"
 
 namespace luma::core {
 

@@ -12,7 +12,7 @@
 //
 // Thread-safe like CachingAllocator: the replay has one lock, the cache its own, and with a
 // plan both reach the device through a serializing wrapper, so the device still sees one
-// caller at a time (core/allocator/device.h). Lock order: allocator lock, then device lock; never
+// caller at a time (core/base/device.h). Lock order: allocator lock, then device lock; never
 // the reverse. Never throws after construction (the constructor may throw std::bad_alloc).
 #pragma once
 
@@ -26,10 +26,10 @@
 #include <vector>
 
 #include "allocator/caching_allocator.h"
-#include "allocator/constants.h"
-#include "allocator/device.h"
-#include "allocator/event.h"
-#include "replay/plan_file.h"
+#include "base/constants.h"
+#include "base/device.h"
+#include "base/event.h"
+#include "plan/plan_file.h"
 #include "replay/plan_replay.h"
 #include "replay/replay_stats.h"
 #include "stats/stats.h"

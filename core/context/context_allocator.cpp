@@ -1,5 +1,5 @@
 // context_allocator.cpp - see context_allocator.h.
-#include "replay/context_allocator.h"
+#include "context/context_allocator.h"
 
 #include "allocator/allocator_lock.h"
 
@@ -7,7 +7,7 @@ namespace luma::core {
 
 // Forwards every call to the real device under one lock: with a plan, two allocators (the
 // replay and the cache) share one device whose implementation keeps its pools without a
-// lock of its own (core/allocator/device.h: called with the allocator's per-device lock held).
+// lock of its own (core/base/device.h: called with the allocator's per-device lock held).
 class ContextAllocator::SerializedDevice final : public Device {
  public:
   explicit SerializedDevice(Device& inner) : inner_(inner), mode_(inner.fence_mode()) {}
