@@ -23,8 +23,9 @@ enum class BlockState : std::uint8_t { free, in_use };
 struct alignas(64) Block {
   std::uintptr_t addr = 0;
   std::size_t size = 0;
-  // While in use: the bytes asked for (requested_bytes). While free: the allocation count
-  // when it became free, so growth releases the segments free the longest first.
+  // While in use: the bytes asked for (requested_bytes). While free and its segment's only
+  // block: that Segment's address, so that taking it finds the segment's place in the list
+  // of wholly free segments without a lookup (CachingAllocator). Unused otherwise.
   std::size_t requested = 0;
   Block* prev = nullptr;      // address neighbours inside the segment
   Block* next = nullptr;
@@ -48,6 +49,12 @@ struct Segment {
   // to the device when that block's free completes, never cached.
   bool own = false;
   std::uint32_t self = 0;  // this record's number (RecordPool::at)
+  // While wholly free: listed in its pool's list of wholly free segments, in the order
+  // they became so (CachingAllocator's `idle`), so that a release before growth touches
+  // only the segments it releases, least recently freed first.
+  bool idle = false;
+  Segment* idle_prev = nullptr;
+  Segment* idle_next = nullptr;
   Block* first = nullptr;
 
   bool wholly_free() const noexcept {

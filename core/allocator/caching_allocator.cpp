@@ -21,10 +21,14 @@
 //   a free covers at least the work issued before it, so reuse stays safe; kNoFence frees
 //   the epoch at once. per_free devices are the same with a one-block epoch; none devices
 //   skip it all.
+// - Segments: sorted by base in short runs (segment_index.h), and by base in a map for the
+//   block that starts one; the wholly free ones also in a list per pool, in the order they
+//   became so (idle_segments.h), kept up to date where a block becomes or stops being its
+//   segment's only block (complete, take).
 // - Growth (grow): a new segment sized by the pool rules (segment_size_for); before it
 //   would raise reserved above its high-water mark, the wholly free segments are released
-//   (release_for_growth), and near a memory limit placement turns tight (pressure). The
-//   policy and its measurements: docs/placement.md.
+//   from those lists (release_for_growth), and near a memory limit placement turns tight
+//   (pressure). The policy and its measurements: docs/placement.md.
 // - The lock (allocator_lock.h): one per device, a compare-exchange to take.
 // All index memory is reserved at the start of allocate (reserve_capacity), before any
 // state changes, so a host allocation failure leaves the allocator untouched.
@@ -56,9 +60,11 @@
 #include "allocator/epoch.h"
 #include "allocator/fence_queue.h"
 #include "allocator/free_index.h"
+#include "allocator/idle_segments.h"
 #include "allocator/live_stats.h"
 #include "allocator/pointer_map.h"
 #include "allocator/record_pool.h"
+#include "allocator/segment_index.h"
 #include "live/live_writer.h"
 
 namespace luma::core {
@@ -74,6 +80,7 @@ constexpr std::size_t kMaxRequest = std::size_t{1} << 62;
 constexpr std::size_t kPrefetchAboveBlocks = (std::size_t{1} << 20) / sizeof(Block);
 
 const char* pool_name(Pool p) noexcept { return p == Pool::small ? "small" : "large"; }
+constexpr Pool other(Pool p) noexcept { return p == Pool::small ? Pool::large : Pool::small; }
 
 std::size_t round_up(std::size_t v, std::size_t a) noexcept {
   if (a <= 1) return v;
@@ -131,7 +138,12 @@ struct CachingAllocator::Impl {
 
   RecordPool<Block> blocks;
   RecordPool<Segment, 10> segment_records;  // 1024 per chunk: a program has few segments
-  std::vector<Segment*> segments;  // sorted by base
+  SegmentIndex segments;  // sorted by base
+  // Segment base -> record: a block that becomes (or stops being) its segment's only
+  // block starts at its segment's base, and finds the record in one bucket's line.
+  PointerMap<Segment*> segment_at;
+  // The wholly free segments of each pool, in the order they became so.
+  std::array<IdleSegments, kPools> idle;
   PointerMap<LiveBlock> live;
   std::array<std::array<FreeIndex, 2>, kPools> index_;  // [pool][oversize]
   // Pending frees: the open epoch (no fence yet) and the closed ones (fenced), oldest
@@ -151,10 +163,6 @@ struct CachingAllocator::Impl {
   std::atomic<bool> reuse_now{false};
   // The most bytes reserved so far: growth above it releases free segments first.
   std::size_t reserved_high_water = 0;
-  // A hint, kept on the hot path by one add: how many segments may be wholly free. Growth
-  // walks the segments for them only when it is not 0 (with 10^5 segments the walk costs
-  // more than the device call it precedes); each walk sets it to what it found.
-  std::size_t whole_free_hint = 0;
   // Near the device's memory limit (grow asks the device): tight placement, see
   // AllocatorOptions::pressure_divisor.
   bool pressure = false;
@@ -207,12 +215,17 @@ struct CachingAllocator::Impl {
   }
 
   Segment* segment_containing(std::uintptr_t addr) const noexcept {
-    auto it = std::upper_bound(segments.begin(), segments.end(), addr,
-                               [](std::uintptr_t a, const Segment* s) { return a < s->base; });
-    if (it == segments.begin()) return nullptr;
-    Segment* s = *(it - 1);
-    return addr - s->base < s->size ? s : nullptr;
+    return segments.containing(addr);
   }
+
+  // A free block that became its segment's only block: its segment goes to the back of the
+  // pool's idle list, and the block keeps the record (block.h) for take() to find.
+  void became_whole(Block* b) noexcept {
+    Segment* s = *segment_at.find(b->addr);  // starts at its segment's base
+    b->requested = reinterpret_cast<std::uintptr_t>(s);
+    idle[pool_index(b->pool)].push_back(s);
+  }
+  static Segment* whole_segment(const Block* b) noexcept { return reinterpret_cast<Segment*>(b->requested); }
 
   // Everything allocate may need, reserved before anything changes; the test is a few
   // compares, the growth (which may throw) rare.
@@ -255,8 +268,8 @@ struct CachingAllocator::Impl {
       if (next->next != nullptr) next->next->prev = b;
       blocks.put(next);
     }
-    b->requested = stats.alloc_calls;  // free since (block.h): the release order of growth
-    whole_free_hint += b->is_split() ? 0 : 1;
+    if (!b->is_split()) [[unlikely]]
+      became_whole(b);
     index_insert(b);
     if (b->is_split()) {
       net_blocks += 1;
@@ -400,56 +413,57 @@ struct CachingAllocator::Impl {
     return b;
   }
 
+  // Gives the wholly free segment s back to the device and forgets it; false when the
+  // device keeps it (it stays listed, as free as before).
+  bool release_idle(Segment* s) noexcept {
+    if (!dev.release(reinterpret_cast<void*>(s->base), s->size)) return false;
+    idle[pool_index(s->pool)].remove(s);
+    index_remove(s->first);
+    blocks.put(s->first);
+    drop_segment_stats(s);
+    forget_segment_record(s);
+    return true;
+  }
+
+  // Drops s from `segments` and the base map and puts its record back.
+  void forget_segment_record(Segment* s) noexcept {
+    segments.erase(s);
+    Segment* gone = nullptr;
+    segment_at.take(s->base, &gone);
+    segment_records.put(s);
+  }
+
   // Releases every wholly free segment; returns the bytes released.
   std::size_t release_free_segments() noexcept {
     std::size_t released = 0;
-    std::size_t keep = 0;
-    for (std::size_t i = 0; i < segments.size(); ++i) {
-      Segment* s = segments[i];
-      if (s->wholly_free() && dev.release(reinterpret_cast<void*>(s->base), s->size)) {
-        index_remove(s->first);
-        blocks.put(s->first);
-        drop_segment_stats(s);
-        released += s->size;
-        segment_records.put(s);
-      } else {
-        segments[keep++] = s;
+    for (IdleSegments& list : idle) {
+      for (Segment* s = list.front(); s != nullptr;) {
+        Segment* next = s->idle_next;
+        const std::size_t size = s->size;
+        if (release_idle(s)) released += size;
+        s = next;
       }
     }
-    segments.resize(keep);
     return released;
   }
 
   // Releases every wholly free segment of pool p, then the other pool's, least recently
   // freed first, until `want` bytes are released in all (AllocatorOptions::
-  // release_free_segments). Called only before a device reservation, which costs far more
-  // than this walk over the segments.
+  // release_free_segments). Touches only the segments it releases (idle_segments.h).
   void release_for_growth(Pool p, std::size_t want) noexcept {
-    if (whole_free_hint == 0) return;
-    std::vector<std::pair<std::uint64_t, Segment*>> idle;  // (other pool, free since), segment
-    try {
-      for (Segment* s : segments)
-        if (s->wholly_free()) idle.push_back({(s->pool == p ? 0 : std::uint64_t{1} << 63) | s->first->requested, s});
-    } catch (...) {
-      return;  // no host memory for the list: grow without releasing
-    }
-    std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::size_t released = 0;
-    whole_free_hint = idle.size();
-    for (const auto& [order, s] : idle) {
-      if (s->pool != p && released >= want) break;
-      if (!dev.release(reinterpret_cast<void*>(s->base), s->size)) continue;
-      index_remove(s->first);
-      blocks.put(s->first);
-      drop_segment_stats(s);
-      released += s->size;
-      --whole_free_hint;
-      s->base = 0;  // marked: dropped from `segments` below
-      segment_records.put(s);
+    for (Segment* s = idle[pool_index(p)].front(); s != nullptr;) {
+      Segment* next = s->idle_next;
+      const std::size_t size = s->size;
+      if (release_idle(s)) released += size;
+      s = next;
     }
-    if (released != 0)
-      segments.erase(std::remove_if(segments.begin(), segments.end(), [](const Segment* s) { return s->base == 0; }),
-                     segments.end());
+    for (Segment* s = idle[pool_index(other(p))].front(); s != nullptr && released < want;) {
+      Segment* next = s->idle_next;
+      const std::size_t size = s->size;
+      if (release_idle(s)) released += size;
+      s = next;
+    }
   }
 
   void drop_segment_stats(Segment* s) noexcept {
@@ -473,8 +487,8 @@ struct CachingAllocator::Impl {
     std::size_t preferred = own ? rounded : segment_size_for(opt, rounded);
     try {  // before the device call, so a host allocation failure changes nothing
       segment_records.ensure(1);
-      if (segments.size() == segments.capacity())  // doubling: reserve(n + 1) would copy each time
-        segments.reserve(std::max<std::size_t>(16, segments.capacity() * 2));
+      segment_at.reserve_for(segment_at.size() + 1);
+      segments.reserve_insert();
     } catch (...) {
       return nullptr;
     }
@@ -526,17 +540,16 @@ struct CachingAllocator::Impl {
     b->addr = s->base;
     b->size = size;
     b->pool = p;
-    b->requested = stats.alloc_calls;  // free since
     s->first = b;
-    segments.insert(std::upper_bound(segments.begin(), segments.end(), s,
-                                     [](const Segment* a, const Segment* c) { return a->base < c->base; }),
-                    s);
+    segments.insert(s);
+    segment_at.insert(s->base, s);
     stats.segment.add(p, 1);
     stats.reserved_bytes.add(p, size);
     reserved_high_water = std::max(reserved_high_water, static_cast<std::size_t>(stats.reserved_bytes.all_current()));
     ++stats.num_device_alloc;
     emit(EventKind::segment_reserve, s->base, size, 0);
-    ++whole_free_hint;  // a wholly free segment until take() cuts it
+    b->requested = reinterpret_cast<std::uintptr_t>(s);  // see became_whole
+    idle[pool_index(p)].push_back(s);  // wholly free until take() cuts it
     index_insert(b);
     return b;
   }
@@ -556,14 +569,14 @@ struct CachingAllocator::Impl {
     index_remove(b);
     const Pool p = b->pool;
     const bool was_split = b->is_split();
-    whole_free_hint -= was_split || whole_free_hint == 0 ? 0 : 1;
+    if (!was_split) [[unlikely]]
+      idle[pool_index(p)].remove(whole_segment(b));
     const std::size_t remaining = b->size - rounded;
     if (!oversize(rounded) && remaining >= opt.min_split) {
       Block* r = blocks.get();
       r->addr = b->addr + rounded;
       r->size = remaining;
       r->pool = b->pool;
-      r->requested = stats.alloc_calls;  // free since
       r->prev = b;
       r->next = b->next;
       if (b->next != nullptr) b->next->prev = r;
@@ -593,24 +606,19 @@ struct CachingAllocator::Impl {
     return reinterpret_cast<void*>(b->addr);
   }
 
-  // The own segment (allocate_own_segment) that starts at addr, as an index into segments;
-  // segments.size() if none.
-  [[gnu::noinline, gnu::cold]] std::size_t own_segment_at(std::uintptr_t addr) const noexcept {
-    auto it = std::lower_bound(segments.begin(), segments.end(), addr,
-                               [](const Segment* s, std::uintptr_t a) { return s->base < a; });
-    if (it == segments.end() || (*it)->base != addr || !(*it)->own) return segments.size();
-    return static_cast<std::size_t>(it - segments.begin());
+  // The own segment (allocate_own_segment) that starts at addr, or nullptr.
+  [[gnu::noinline, gnu::cold]] Segment* own_segment_at(std::uintptr_t addr) const noexcept {
+    Segment* const* s = segment_at.find(addr);
+    return s != nullptr && (*s)->own ? *s : nullptr;
   }
 
-  // The segment at segments[i], whose one block b is free and in no index, went back to
-  // the device: forget both.
-  [[gnu::noinline, gnu::cold]] void forget_released_own(std::size_t i, Block* b) noexcept {
-    Segment* s = segments[i];
+  // The segment s, whose one block b is free and in no index, went back to the device:
+  // forget both.
+  [[gnu::noinline, gnu::cold]] void forget_released_own(Segment* s, Block* b) noexcept {
     blocks.put(b);
     drop_segment_stats(s);
     --own_segments;
-    segments.erase(segments.begin() + static_cast<std::ptrdiff_t>(i));
-    segment_records.put(s);
+    forget_segment_record(s);
   }
 
   // free() of an own segment's block: the driver's free is the program's own, and
@@ -618,9 +626,8 @@ struct CachingAllocator::Impl {
   // when the device keeps it (a capture underway): from then on it is an ordinary segment,
   // its block fenced like any free, and released by empty_cache.
   [[gnu::noinline, gnu::cold]] bool free_own_now(Block* b, Pool p) noexcept {
-    const std::size_t i = own_segment_at(b->addr);
-    if (i == segments.size()) return false;
-    Segment* s = segments[i];
+    Segment* s = own_segment_at(b->addr);
+    if (s == nullptr) return false;
     if (!dev.release(reinterpret_cast<void*>(s->base), s->size)) {
       s->own = false;
       --own_segments;
@@ -630,7 +637,7 @@ struct CachingAllocator::Impl {
     stats.active_bytes.sub(p, b->size);
     stats.requested_bytes.sub(p, b->requested);
     emit(EventKind::free_completed, b->addr, b->size, 0);
-    forget_released_own(i, b);
+    forget_released_own(s, b);
     return true;
   }
 
@@ -720,17 +727,12 @@ struct CachingAllocator::Impl {
 
   void release_all() noexcept {
     if (!drain_pending()) return;  // work may still use pending blocks: release nothing
-    std::size_t keep = 0;
-    for (std::size_t i = 0; i < segments.size(); ++i) {
-      Segment* s = segments[i];
-      if (!dev.release(reinterpret_cast<void*>(s->base), s->size)) {
-        segments[keep++] = s;  // the device kept it, so do we
-        continue;
-      }
+    segments.remove_if([this](Segment* s) {
+      if (!dev.release(reinterpret_cast<void*>(s->base), s->size)) return false;  // the device kept it, so do we
       forget_segment(s);
       ++stats.num_device_free;
-    }
-    segments.resize(keep);
+      return true;
+    });
   }
 
   // The device's memory is gone with its context: every segment and block is forgotten,
@@ -740,7 +742,7 @@ struct CachingAllocator::Impl {
     closed_blocks = {};
     reset_open_epoch();
     segments_dropped += segments.size();
-    for (Segment* s : segments) forget_segment(s);
+    segments.for_each([this](Segment* s) { forget_segment(s); });
     segments.clear();
     ++stats.num_context_resets;
   }
@@ -777,6 +779,9 @@ struct CachingAllocator::Impl {
     stats.segment.sub(p, 1);
     stats.reserved_bytes.sub(p, s->size);
     emit(EventKind::segment_release, s->base, s->size, 0);
+    if (s->idle) idle[pool_index(p)].remove(s);
+    Segment* gone = nullptr;
+    segment_at.take(s->base, &gone);
     segment_records.put(s);
   }
 
@@ -805,9 +810,15 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
   list_epoch(open_epoch);
   for (std::size_t i = 0; i < closed.size(); ++i) list_epoch(closed.at(i));
 
+  // The segments in address order (check may allocate; the hot path never does).
+  std::vector<const Segment*> segs;
+  segs.reserve(segments.size());
+  segments.for_each([&segs](const Segment* s) { segs.push_back(s); });
+  if (!segments.consistent()) fail("the segment index is inconsistent (bases unsorted or stale, or a run empty)");
+
   std::uintptr_t prev_end = 0;
-  for (std::size_t i = 0; i < segments.size(); ++i) {
-    const Segment* s = segments[i];
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    const Segment* s = segs[i];
     Tally& tp = t[pool_index(s->pool)];
     tp.segments += 1;
     tp.reserved += static_cast<std::int64_t>(s->size);
@@ -878,6 +889,40 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
     if (cursor != s->base + s->size)
       fail(fmt::format("segment {:#x}: blocks end at {:#x}, the segment at {:#x}", s->base, cursor,
                        s->base + s->size));
+  }
+
+  // Wholly free segments: exactly those are listed, each once, in its own pool's list;
+  // the base map holds exactly the segments.
+  {
+    std::size_t wholly = 0;
+    for (const Segment* s : segs) {
+      if (s->wholly_free() != s->idle)
+        fail(fmt::format("segment {:#x} is {}wholly free but {}listed as such", s->base, s->wholly_free() ? "" : "not ",
+                         s->idle ? "" : "not "));
+      wholly += s->wholly_free() ? 1 : 0;
+      if (s->wholly_free() && whole_segment(s->first) != s)
+        fail(fmt::format("wholly free segment {:#x}: its block does not name it", s->base));
+      Segment* const* at = segment_at.find(s->base);
+      if (at == nullptr || *at != s) fail(fmt::format("segment {:#x} is not in the base map", s->base));
+    }
+    if (segment_at.size() != segments.size())
+      fail(fmt::format("the base map holds {} segments, {} are held", segment_at.size(), segments.size()));
+    std::size_t listed = 0;
+    for (std::size_t p = 0; p < kPools; ++p) {
+      std::size_t n = 0;
+      const Segment* prev = nullptr;
+      for (const Segment* s = idle[p].front(); s != nullptr && n <= segments.size(); prev = s, s = s->idle_next) {
+        ++n;
+        if (!s->idle || pool_index(s->pool) != p || s->idle_prev != prev)
+          fail(fmt::format("{} pool's list of wholly free segments: entry {:#x} is wrong", pool_name(static_cast<Pool>(p)),
+                           s->base));
+      }
+      if (n != idle[p].size())
+        fail(fmt::format("{} pool: {} wholly free segments listed, the list counts {}", pool_name(static_cast<Pool>(p)), n,
+                         idle[p].size()));
+      listed += n;
+    }
+    if (listed != wholly) fail(fmt::format("{} segments are wholly free, {} listed", wholly, listed));
   }
 
   // Free index: every entry a free block of the right pool, class and oversize side; the
@@ -1113,9 +1158,10 @@ std::size_t CachingAllocator::cached_bytes() const noexcept {
 std::size_t CachingAllocator::largest_free_block() const noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   std::size_t largest = 0;
-  for (const Segment* s : impl_->segments)
+  impl_->segments.for_each([&largest](const Segment* s) {
     for (const Block* b = s->first; b != nullptr; b = b->next)
       if (b->state == BlockState::free) largest = std::max(largest, b->size);
+  });
   return largest;
 }
 
@@ -1123,7 +1169,7 @@ AllocatorSnapshot CachingAllocator::snapshot() const {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   AllocatorSnapshot out;
   out.reserve(impl_->segments.size());
-  for (const Segment* s : impl_->segments) {
+  impl_->segments.for_each([&](const Segment* s) {
     SegmentSnapshot& seg = out.emplace_back();
     seg.address = s->base;
     seg.size = s->size;
@@ -1136,7 +1182,7 @@ AllocatorSnapshot CachingAllocator::snapshot() const {
                                                       : BlockSnapshotState::active_pending_free;
       seg.blocks.push_back({b->addr, b->size, state == BlockSnapshotState::inactive ? 0 : b->requested, state});
     }
-  }
+  });
   return out;
 }
 

@@ -1,5 +1,6 @@
 // pointer_map.h - address -> what the allocator keeps of an allocated block (8 bytes), for
-// free() and owns(). Keys are never 0 (0 marks an empty slot).
+// free() and owns(); the same table maps each segment's base to its record. Keys are never
+// 0 (0 marks an empty slot).
 //
 // Buckets of one cache line: 4 keys and their 4 values. A key lives in its home bucket
 // (Fibonacci hash of the address) unless that was full when it was inserted; then in the

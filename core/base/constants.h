@@ -69,8 +69,8 @@ struct AllocatorOptions {
   // threshold). Every free segment there is too small for the request (else it would
   // have been found), so keeping it only adds to the peak; below the mark nothing is
   // released, so a program whose shapes repeat keeps its cache and its speed. Measured on
-  // torch_train: peak reserved 1.535 -> 1.104 x peak live, driver allocations 0.31% ->
-  // 0.62% of allocations (docs/placement.md). false: segments go back only through
+  // torch_train: peak reserved 1.535 -> 1.102 x peak live, driver allocations 0.31% ->
+  // 0.57% of allocations (docs/placement.md). false: segments go back only through
   // empty_cache and the out-of-memory path.
   bool release_free_segments = true;
   // Near a memory limit (core::Device::headroom: less than limit / pressure_divisor left)

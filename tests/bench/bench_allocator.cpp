@@ -23,7 +23,7 @@ namespace {
 
 using luma::bench::AddressOnlyDevice;
 
-// Counters: segments at the end, and reserves_per_pair over the timed loop only (the
+// Counters: segments at the end, peak reserved / peak allocated bytes, and reserves_per_pair over the timed loop only (the
 // reserves made while filling the live set are subtracted): in a steady state nearly every
 // pair is served from the cache, so this must stay far below 1.
 void BM_Luma(benchmark::State& state) {
@@ -40,7 +40,13 @@ void BM_Luma(benchmark::State& state) {
       },
       [&](void* p) { a.free(p); });
   const double pairs = static_cast<double>(state.iterations());
-  state.counters["segments"] = static_cast<double>(a.stats().segment.all.current);
+  const luma::core::DeviceStats st = a.stats();
+  state.counters["segments"] = static_cast<double>(st.segment.all.current);
+  // Peak reserved per peak allocated byte: what the driver calls bought (or cost) in memory.
+  state.counters["peak_reserved_per_allocated"] =
+      st.allocated_bytes.all.peak > 0
+          ? static_cast<double>(st.reserved_bytes.all.peak) / static_cast<double>(st.allocated_bytes.all.peak)
+          : 0.0;
   state.counters["reserves_per_pair"] =
       pairs > 0 && calls > live ? static_cast<double>(dev.reserves() - fill_reserves) / pairs : 0.0;
 }

@@ -269,6 +269,47 @@ TEST(CachingAllocator, EmptyCacheReleasesOnlyWhollyFreeSegments) {
   LUMA_EXPECT_CLEAN(a);
 }
 
+// Release before growth (release_free_segments, the default): above the high-water mark
+// every wholly free segment of the request's pool goes, in the order the segments became
+// wholly free, then the other pool's, least recently freed first, only as far as the new
+// segment needs; a segment that is not wholly free and the rest of the other pool stay.
+TEST(CachingAllocator, GrowthAboveTheMarkReleasesIdleSegmentsOldestFirst) {
+  HostDevice dev;
+  AllocatorOptions o;
+  o.pressure_divisor = 0;
+  CachingAllocator a(dev, 0, o);
+  RecordingSink sink;
+  a.set_event_sink(&sink);
+  // Three 12 MiB blocks, a segment each (>= min_large_alloc), and two full 2 MiB
+  // segments of the small pool, plus a small block that keeps a third one busy.
+  void* x1 = must_alloc(a, 12 * MiB);
+  void* x2 = must_alloc(a, 12 * MiB);
+  void* x3 = must_alloc(a, 12 * MiB);
+  void* s1a = must_alloc(a, 1 * MiB);
+  void* s1b = must_alloc(a, 1 * MiB);
+  void* s2a = must_alloc(a, 1 * MiB);
+  void* s2b = must_alloc(a, 1 * MiB);
+  void* busy = must_alloc(a, 4 * KiB);
+  ASSERT_EQ(a.stats().reserved_bytes.all.current, static_cast<std::int64_t>(42 * MiB));
+  for (void* p : {x2, x1, x3, s2a, s2b, s1a, s1b}) ASSERT_EQ(a.free(p), FreeStatus::ok);
+  LUMA_ASSERT_CLEAN(a);
+  sink.events.clear();
+  // 38 MiB more would raise reserved (42 MiB, the mark) to 80: 38 MiB must go first. The
+  // large pool's 36 MiB, in the order freed, then the small segment freed first (2 MiB).
+  void* big = must_alloc(a, 38 * MiB);
+  LUMA_ASSERT_CLEAN(a);
+  std::vector<std::uintptr_t> released;
+  for (const Event& e : sink.events)
+    if (e.kind == EventKind::segment_release) released.push_back(e.address);
+  EXPECT_EQ(released, (std::vector<std::uintptr_t>{addr(x2), addr(x1), addr(x3), addr(s2a)}));
+  EXPECT_EQ(a.stats().reserved_bytes.all.current, static_cast<std::int64_t>(42 * MiB));
+  EXPECT_EQ(a.stats().segment.all.current, 3);  // big, the small one freed last, busy's
+  ASSERT_EQ(a.free(big), FreeStatus::ok);
+  ASSERT_EQ(a.free(busy), FreeStatus::ok);
+  EXPECT_EQ(a.empty_cache(), 42 * MiB);
+  LUMA_EXPECT_CLEAN(a);
+}
+
 TEST(CachingAllocator, EmptyCacheKeepsASegmentTheDeviceWouldNotRelease) {
   HostDevice dev;
   CachingAllocator a(dev, 0, testing::pytorch_placement());

@@ -101,8 +101,8 @@ TEST(SimulateCli, TheDefaultsOnTorchTrainMeetThePlacementTargets) {
   const nlohmann::json j = json_of(luma("simulate " + torch_train().string() + " --json", false));
   const nlohmann::json& run = j["devices"][0]["runs"][0];
   EXPECT_EQ(run["conf"], "default");
-  EXPECT_LE(run["peak_reserved_over_peak_live"].get<double>(), 1.20);  // measured 1.104
-  EXPECT_LE(run["driver_allocations"].get<double>(), 0.02 * 30612);    // measured 190
+  EXPECT_LE(run["peak_reserved_over_peak_live"].get<double>(), 1.20);  // measured 1.102
+  EXPECT_LE(run["driver_allocations"].get<double>(), 0.02 * 30612);    // measured 176
 }
 
 TEST(SimulateCli, SettingsSideBySideInText) {
