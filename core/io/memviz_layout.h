@@ -3,7 +3,7 @@
 // types and units, written once for the two writers of such snapshots: `luma export
 // --format memviz` (a whole trace, tools/memviz_export.cpp) and libluma.so's snapshot at an
 // out-of-memory error (io/oom_snapshot.h). docs/memviz.md lists the fields and their
-// sources; tests/trace/check_memviz.py checks them.
+// sources; tests/io/check_memviz.py checks them.
 //
 // Each begin_* writes a dict's keys up to "frames" and leaves that key's value to the
 // caller (who knows where frames come from: a trace's stacks, or none), so the caller

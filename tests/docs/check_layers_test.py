@@ -2,10 +2,12 @@
 """check_layers_test.py - core/check_layers.py, the build's rule that each part of core/
 includes only the parts it may: on a small tree made here, an allowed include passes and
 writes its output, a forbidden one fails naming the file, the line and the rule, and a
-folder the graph does not name fails too.
+folder the graph does not name fails too. And the graph docs/architecture.md states ("core
+part | may include") is the one core/meson.build builds with (`core_layers`).
 Usage: check_layers_test.py SOURCE_ROOT
 """
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -28,8 +30,32 @@ def check(script, core, graph):
     return r.returncode, r.stderr, os.path.exists(out)
 
 
+def meson_graph(root):
+    """core_layers of core/meson.build: {part: set of parts}."""
+    with open(os.path.join(root, "core", "meson.build"), encoding="utf-8") as f:
+        text = f.read()
+    body = re.search(r"core_layers = \{(.*?)\n\}", text, re.S).group(1)
+    return {m.group(1): set(re.findall(r"'([a-z_]+)'", m.group(2)))
+            for m in re.finditer(r"'([a-z_]+)':\s*\[([^\]]*)\]", body)}
+
+
+def doc_graph(root):
+    """The table "| core part | may include |" of docs/architecture.md."""
+    graph = {}
+    with open(os.path.join(root, "docs", "architecture.md"), encoding="utf-8") as f:
+        rows = f.read().split("| core part | may include |", 1)[1].splitlines()[2:]
+    for row in rows:
+        if not row.startswith("|"):
+            break
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        part = cells[0].strip("`/")
+        graph[part] = {d.strip().strip("`/") for d in cells[1].split(",") if d.strip() != "nothing"}
+    return graph
+
+
 def main():
-    script = os.path.join(sys.argv[1], "core", "check_layers.py")
+    root = sys.argv[1]
+    script = os.path.join(root, "core", "check_layers.py")
     graph = ["base=", "stats=base", "allocator=base,stats"]
     failures = []
 
@@ -66,6 +92,11 @@ def main():
         tree(core, {"newpart/x.h": "#pragma once\n"})
         rc, err, _ = check(script, core, graph)
         expect("an unplaced folder fails", rc != 0 and "core/newpart/ is not a part" in err, repr(err))
+
+    built, stated = meson_graph(root), doc_graph(root)
+    expect("core/meson.build's graph was read", len(built) >= 10, repr(built))
+    expect("docs/architecture.md states the graph the build checks", built == stated,
+           f"core/meson.build {built} docs/architecture.md {stated}")
 
     for f in failures:
         print("FAIL", f)

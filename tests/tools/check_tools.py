@@ -61,7 +61,8 @@ import termios
 import check_memviz
 
 GOLDEN_START_US = 1700000000000000  # make_golden's and record_allocator's header start
-VIEWER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "memviz_viewer.mjs")
+# The memviz checks and the viewer stand-in live with the code that writes memviz (tests/io/).
+VIEWER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "io", "memviz_viewer.mjs")
 
 CASE, LUMA, MAKE_GOLDEN, RECORD, DATA, WORK = sys.argv[1:7]
 UPDATE = "--update" in sys.argv[7:]
