@@ -139,9 +139,16 @@ struct CachingAllocator::Impl {
   RecordPool<Block> blocks;
   RecordPool<Segment, 10> segment_records;  // 1024 per chunk: a program has few segments
   SegmentIndex segments;  // sorted by base
-  // Segment base -> record: a block that becomes (or stops being) its segment's only
-  // block starts at its segment's base, and finds the record in one bucket's line.
+  // Segment base -> record: an own segment's block finds its segment at its free
+  // (own_segment_at), and the invariant check finds every segment by its base.
   PointerMap<Segment*> segment_at;
+  // Each segment by its first block's record number. A segment's first block is the same
+  // record for the segment's whole life (a block merges into its lower neighbour, and a
+  // split keeps the lower part), so this is written once, when the segment is made, and a
+  // block that becomes its segment's only one finds the segment with one load instead of a
+  // lookup in segment_at (became_whole: every free that empties a segment). Entries of
+  // numbers that are not a first block are stale and never read.
+  std::vector<Segment*> segment_of_first;
   // The wholly free segments of each pool, in the order they became so.
   std::array<IdleSegments, kPools> idle;
   PointerMap<LiveBlock> live;
@@ -221,7 +228,7 @@ struct CachingAllocator::Impl {
   // A free block that became its segment's only block: its segment goes to the back of the
   // pool's idle list, and the block keeps the record (block.h) for take() to find.
   void became_whole(Block* b) noexcept {
-    Segment* s = *segment_at.find(b->addr);  // starts at its segment's base
+    Segment* s = segment_of_first[b->self];  // its first block: b->prev == nullptr
     b->requested = reinterpret_cast<std::uintptr_t>(s);
     idle[pool_index(b->pool)].push_back(s);
   }
@@ -489,6 +496,8 @@ struct CachingAllocator::Impl {
       segment_records.ensure(1);
       segment_at.reserve_for(segment_at.size() + 1);
       segments.reserve_insert();
+      // The new first block's number is at most blocks.made() (a number not given out yet).
+      if (segment_of_first.size() <= blocks.made()) segment_of_first.resize(blocks.made() + 1 + blocks.made() / 2);
     } catch (...) {
       return nullptr;
     }
@@ -541,6 +550,7 @@ struct CachingAllocator::Impl {
     b->size = size;
     b->pool = p;
     s->first = b;
+    segment_of_first[b->self] = s;
     segments.insert(s);
     segment_at.insert(s->base, s);
     stats.segment.add(p, 1);
@@ -904,6 +914,8 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
         fail(fmt::format("wholly free segment {:#x}: its block does not name it", s->base));
       Segment* const* at = segment_at.find(s->base);
       if (at == nullptr || *at != s) fail(fmt::format("segment {:#x} is not in the base map", s->base));
+      if (s->first->self >= segment_of_first.size() || segment_of_first[s->first->self] != s)
+        fail(fmt::format("segment {:#x} is not found from its first block", s->base));
     }
     if (segment_at.size() != segments.size())
       fail(fmt::format("the base map holds {} segments, {} are held", segment_at.size(), segments.size()));
