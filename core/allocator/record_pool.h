@@ -47,9 +47,8 @@ class RecordPool {
   }
   T* get() noexcept {  // the caller ensured one
     std::uint32_t self = 0;
-    if (!free_.empty()) {
-      self = free_.back();
-      free_.pop_back();
+    if (freed_ != 0) {
+      self = free_[--freed_];
     } else {
       self = static_cast<std::uint32_t>(made_++);
     }
@@ -58,14 +57,14 @@ class RecordPool {
     r->self = self;
     return r;
   }
-  void put(T* r) noexcept {  // capacity: ensure reserved it
-    free_.push_back(r->self);
+  void put(T* r) noexcept {  // capacity: add_chunk sized free_ for every record made
+    free_[freed_++] = r->self;
     ++spare_;
   }
   // The record numbered i, for any i < made().
   T* at(std::uint32_t i) const noexcept { return chunks_[i >> kChunkShift] + (i & (kChunkRecords - 1)); }
   std::size_t made() const noexcept { return made_; }
-  std::size_t in_use() const noexcept { return made_ - free_.size(); }
+  std::size_t in_use() const noexcept { return made_ - freed_; }
   // Records that can be taken without allocating: asked at every allocation, so kept.
   std::size_t spare() const noexcept { return spare_; }
 
@@ -74,15 +73,19 @@ class RecordPool {
     const std::size_t total = (chunks_.size() + 1) * kChunkRecords;
     if (total > kMaxRecords) throw std::bad_alloc();
     chunks_.reserve(chunks_.size() + 1);
-    free_.reserve(total);  // so that put() never allocates
+    free_.resize(total);  // so that put() is a store: every record made fits
     chunks_.push_back(static_cast<T*>(allocate_index_memory(kChunkRecords * sizeof(T))));
     spare_ += kChunkRecords;
   }
 
   std::vector<T*> chunks_;
-  std::vector<std::uint32_t> free_;  // numbers of records put back, taken again first (LIFO)
+  // Numbers of records put back, taken again first (LIFO): free_[0, freed_). Sized for
+  // every record there can be, so a put is one store (no capacity check: it is on every
+  // free's path).
+  std::vector<std::uint32_t> free_;
+  std::size_t freed_ = 0;
   std::size_t made_ = 0;             // numbers [0, made_) have been given out
-  std::size_t spare_ = 0;            // free_.size() + the records never given out
+  std::size_t spare_ = 0;            // freed_ + the records never given out
 };
 
 }  // namespace luma::core
