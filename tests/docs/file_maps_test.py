@@ -3,10 +3,11 @@
 
 Three checks; each problem is one line, and any problem fails the test (exit 1).
 
-1. Folder maps. For core/ and each of its subfolders, shim/ and tools/: the folder has a
-   README.md, and every file in it (not in its subfolders, which have their own) is named
-   there in backquotes, as `name` or, for a header and its source, `stem.*`. A file added
-   without a line in its folder's map fails here, so the maps stay complete.
+1. Folder maps. For core/ and each of its subfolders, shim/, tools/ and tests/programs/:
+   the folder has a README.md, and every file in it (not in its subfolders, which have
+   their own) is named there in backquotes, as `name` or, for a header and its source,
+   `stem.*`. A file added without a line in its folder's map fails here, so the maps stay
+   complete.
 
 2. The map of tests/. tests/README.md names each subfolder of tests/ in backquotes, as
    `name/` (their own subfolders are described by their own README.md where they need one).
@@ -69,6 +70,7 @@ C_LIKE = (".cpp", ".h", ".cu", ".cuh", ".c", ".mjs", ".map", ".map.in")
 def mapped_folders(root):
     yield "shim"
     yield "tools"
+    yield os.path.join("tests", "programs")
     for dirpath, dirnames, _ in os.walk(os.path.join(root, "core")):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         yield os.path.relpath(dirpath, root)

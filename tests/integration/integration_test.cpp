@@ -322,7 +322,7 @@ TEST_P(EveryKind, StreamOrderedAllocationsAreForwarded) {
   ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
   ASSERT_TRUE(r.stats.is_object()) << "no statistics\n" << describe(r.result);
   EXPECT_TRUE(r.stats["devices"].empty()) << r.stats.dump();  // the cache served nothing
-  std::uint64_t bytes = 0;  // the async mode's sizes (workload.cpp)
+  std::uint64_t bytes = 0;  // the async mode's sizes (modes_streams.cpp)
   for (std::size_t i = 0; i < 50; ++i) bytes += 1024 + (i % 16) * 4096;
   json row;
   for (const json& p : r.stats["forwarded_allocations"])

@@ -1,5 +1,5 @@
 // replay_e2e_test.cpp - a program run on its captured plan, end to end, as a user would:
-// the test workload's `train` mode (tests/programs/workload.cpp) recorded under
+// the test workload's `train` mode (tests/programs/modes_train.cpp) recorded under
 // LD_PRELOAD=libluma.so with LUMA_TRACE, planned with `luma plan`, then run again with
 // LUMA_PLAN. Judged by the program's own output (per-step checksums; it checks its
 // weights after every step), the stand-in driver's counters of real allocations

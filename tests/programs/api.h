@@ -1,7 +1,7 @@
 // api.h - the device-memory calls the test workload makes, as one table, so the same
-// workload (workload.cpp) runs through each way a CUDA program reaches the driver:
-// the runtime linked statically or dynamically (api_runtime.cpp), the runtime opened with
-// dlopen like Python ctypes (api_dlopen.cpp), the driver API linked with -lcuda
+// workload (workload.cpp and its modes_*.cpp) runs through each way a CUDA program reaches
+// the driver: the runtime linked statically or dynamically (api_runtime.cpp), the runtime
+// opened with dlopen like Python ctypes (api_dlopen.cpp), the driver API linked with -lcuda
 // (api_driver.cpp). Every call returns the CUDA error code of its API (0 = success).
 #pragma once
 

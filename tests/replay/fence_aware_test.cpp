@@ -95,8 +95,8 @@ TEST(FenceSlack, PlansNeverReuseBytesWithinTheSlack) {
   EXPECT_TRUE(plain_reused_early);
 }
 
-// The sample training loop of tests/programs/workload.cpp (mode train) in allocation time:
-// 3 weights, then per step 4 activations, a workspace, a temporary, freed, a second
+// The sample training loop of tests/programs/modes_train.cpp (mode train) in allocation
+// time: 3 weights, then per step 4 activations, a workspace, a temporary, freed, a second
 // temporary, then all six freed.
 std::vector<Lifetime> sample_loop(std::size_t steps) {
   const std::uint64_t kMiB = 1 << 20;
@@ -216,7 +216,7 @@ TEST(FenceSlack, SelectiveKeepsAFreeOnlyWhereItCostsNoPeakBytesNorCrossesAQuietP
   EXPECT_EQ(kept, 0u);
 }
 
-// The two-stream loop of tests/programs/workload.cpp (mode train-streams) in allocation
+// The two-stream loop of tests/programs/modes_train.cpp (mode train-streams) in allocation
 // time: 2 weights; per step, per stream: an activation, a workspace, a temporary freed
 // before the output; then all six freed. Every free kept even one allocation costs more
 // than 10 % (each step starts with a 2 MiB activation while the last step's bytes wait);

@@ -1,0 +1,429 @@
+// modes_capture.cpp - the workload's modes about stream capture and CUDA graphs (driver
+// API): PyTorch's graph pattern, and allocations and frees inside captures of each mode,
+// from other threads, on a blocking stream, and in a capture that gets invalidated.
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api.h"
+#include "modes.h"
+#include "support.h"
+
+namespace luma::programs {
+namespace {
+
+// Tagged blocks allocated, checked and freed until `stop` (bounded), as the other threads
+// of a program allocate while one thread captures and launches a graph.
+void churn(uint64_t thread, const std::atomic<bool>& stop, std::atomic<uint64_t>& ops,
+           std::atomic<int>& failures) {
+  std::mt19937_64 rng(thread);
+  std::vector<Tagged> live;
+  std::vector<unsigned char> buf;
+  auto release = [&](size_t k) {
+    std::string why = check_tag(live[k], buf);
+    if (!why.empty()) {
+      std::fprintf(stderr, "%s: graph-pattern: thread %" PRIu64 " block %" PRIu64 ": %s\n", g_prog,
+                   thread, live[k].id, why.c_str());
+      ++failures;
+    }
+    if (int r = A.free(live[k].p)) {
+      std::fprintf(stderr, "%s: graph-pattern: a thread's free returned %d\n", g_prog, r);
+      ++failures;
+    }
+    live[k] = live.back();
+    live.pop_back();
+  };
+  for (uint64_t i = 0; i < 200000 && !stop.load() && failures.load() == 0; ++i) {
+    if (live.size() < 8 && (live.empty() || rng() % 3 != 0)) {
+      Tagged b{nullptr, 1 + rng() % (64 * 1024), (thread << 32) | i};
+      if (int r = A.alloc(&b.p, b.n)) {
+        std::fprintf(stderr, "%s: graph-pattern: a thread's alloc returned %d\n", g_prog, r);
+        ++failures;
+        break;
+      }
+      if (!write_tag(b)) ++failures;
+      live.push_back(b);
+    } else {
+      release(rng() % live.size());
+    }
+    ++ops;
+  }
+  while (!live.empty()) release(live.size() - 1);
+}
+
+constexpr int kCaptureUnsupported = 900;  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+constexpr int kCaptureInvalidated = 901;  // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+
+// Ends the capture on s, which must have been invalidated: no graph.
+void expect_invalidated(const DriverCalls* D, void* s, const char* what) {
+  void* graph = reinterpret_cast<void*>(1);
+  expect(D->end_capture(s, &graph), kCaptureInvalidated, what);
+  if (graph != nullptr) fail("an invalidated capture gave a graph", 0);
+}
+
+}  // namespace
+
+// PyTorch's CUDA graphs: warm-up on a side stream; a relaxed-mode capture during which the
+// capturing thread allocates and frees (under a relaxed capture-mode guard, as PyTorch's
+// allocator does) and queues memsets and copies; the graph launched LAUNCHES times, its
+// output checked each time; two other threads allocate, tag, check and free all along.
+// Also, inside the capture: two blocks whose slow memsets (one on another stream, one on the
+// stream then captured) were queued before the capture are freed, and the next allocations
+// must not see those memsets land in them.
+int mode_graph_pattern(int argc, char** argv) {
+  if (argc > 1) return kExitUsage;
+  const DriverCalls* D = driver_calls("graph-pattern");
+  if (D == nullptr) return kExitSkip;
+  const size_t launches = argc == 1 ? parse(argv[0], "LAUNCHES") : 20;
+  constexpr size_t kN = 64 * 1024;
+  void *s = nullptr, *side = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  ok(A.stream_create(&side, true), "stream create (non-blocking)");
+  for (int round = 0; round < 3; ++round) {  // warm-up: blocks used on the stream, cached
+    void *a = nullptr, *b = nullptr;
+    ok(A.alloc(&a, kN), "warm-up alloc");
+    ok(A.alloc(&b, 2 * kN), "warm-up alloc");
+    ok(A.memset_async(a, 1, kN, s), "warm-up memsetAsync");
+    ok(A.memset_async(b, 2, 2 * kN, s), "warm-up memsetAsync");
+    ok(A.stream_sync(s), "warm-up stream sync");
+    ok(A.free(a), "warm-up free");
+    ok(A.free(b), "warm-up free");
+  }
+  void *in = nullptr, *out = nullptr, *t = nullptr, *u = nullptr;
+  void *x = nullptr, *y = nullptr, *x2 = nullptr, *y2 = nullptr;
+  ok(A.alloc(&in, kN), "alloc in");
+  ok(A.alloc(&out, kN), "alloc out");
+  ok(A.alloc(&x, kN), "alloc X");
+  ok(A.memset(x, 0, kN), "memset X");
+  ok(A.alloc(&x2, kN), "alloc X2");
+  ok(A.memset(x2, 0, kN), "memset X2");
+
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> ops{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> others;
+  for (uint64_t k = 1; k <= 2; ++k) others.emplace_back([&, k] { churn(k, stop, ops, failures); });
+
+  const bool slowed = set_stand_in_delay(kHazardDelayUs);
+  ok(A.memset_async(x, 0xAA, kN, side), "slow memsetAsync X on the side stream");
+  ok(A.memset_async(x2, 0xAA, kN, s), "slow memsetAsync X2 on the stream to capture");
+  ok(D->begin_capture(s, kCaptureModeRelaxed), "cuStreamBeginCapture_v2 (relaxed)");
+  const uint64_t ops_at_begin = ops.load();
+  int mode = kCaptureModeRelaxed;  // PyTorch's CUDAStreamCaptureModeGuard around allocations
+  ok(D->exchange_capture_mode(&mode), "cuThreadExchangeStreamCaptureMode (relaxed)");
+  ok(A.free(x), "free X in the capture");  // its memset may still be queued
+  ok(A.alloc(&y, kN), "alloc Y in the capture");
+  ok(A.memset(y, 0x55, kN), "memset Y");
+  ok(A.free(x2), "free X2 in the capture");
+  ok(A.alloc(&y2, kN), "alloc Y2 in the capture");
+  ok(A.memset(y2, 0x55, kN), "memset Y2");
+  ok(A.alloc(&t, kN), "alloc in the capture");
+  ok(A.alloc(&u, 3000), "alloc in the capture");
+  ok(A.free(u), "free in the capture");
+  ok(D->exchange_capture_mode(&mode), "cuThreadExchangeStreamCaptureMode (back)");
+  ok(A.memset_async(out, 0, kN, s), "captured memsetAsync");
+  ok(D->copy_async(t, in, kN, s), "captured copy in -> t");
+  ok(D->copy_async(out, t, kN / 2, s), "captured copy t -> out");
+  ok(A.memset_async(static_cast<char*>(out) + kN / 2, 0x77, kN / 2, s), "captured memsetAsync");
+  // Let the other threads work during the capture (bounded: no assertion on time).
+  for (int i = 0; i < 2000 && ops.load() < ops_at_begin + 50 && failures.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  void* graph = nullptr;
+  ok(D->end_capture(s, &graph), "cuStreamEndCapture");
+  ok(A.stream_sync(side), "side stream sync");
+  ok(A.stream_sync(s), "stream sync");
+  if (slowed) set_stand_in_delay(0);
+  std::vector<unsigned char> buf(kN);
+  size_t late = 0;
+  for (void* p : {y, y2}) {
+    ok(A.dtoh(buf.data(), p, kN), "dtoh Y");
+    for (unsigned char c : buf) late += c != 0x55;
+  }
+  if (late != 0) {
+    stop = true;
+    for (auto& th : others) th.join();
+    std::printf("graph-pattern: CORRUPTED (%zu bytes of Y and Y2, allocated in the capture, "
+                "hold the freed blocks' late writes)\n", late);
+    return kExitCorrupted;
+  }
+  void* exec = nullptr;
+  ok(D->instantiate(&exec, graph), "cuGraphInstantiateWithFlags");
+  std::vector<unsigned char> pattern(kN);
+  for (size_t k = 0; k < launches && failures.load() == 0; ++k) {
+    for (size_t j = 0; j < kN; ++j) pattern[j] = static_cast<unsigned char>(j * 7 + k * 13 + 1);
+    ok(A.htod(in, pattern.data(), kN), "htod in");
+    ok(D->launch(exec, s), "cuGraphLaunch");
+    ok(A.stream_sync(s), "stream sync");
+    ok(A.dtoh(buf.data(), out, kN), "dtoh out");
+    for (size_t j = 0; j < kN; ++j) {
+      const unsigned char want = j < kN / 2 ? pattern[j] : 0x77;
+      if (buf[j] != want) {
+        std::fprintf(stderr, "%s: graph-pattern: launch %zu: byte %zu of the output is %d, expected %d\n",
+                     g_prog, k, j, buf[j], want);
+        std::_Exit(kExitWrong);
+      }
+    }
+  }
+  stop = true;
+  for (auto& th : others) th.join();
+  if (failures.load() != 0) fail("graph-pattern: the other threads' blocks", failures.load());
+  ok(D->exec_destroy(exec), "cuGraphExecDestroy");
+  ok(D->graph_destroy(graph), "cuGraphDestroy");
+  for (void* p : {in, out, y, y2, t}) ok(A.free(p), "free");
+  ok(A.stream_destroy(s), "stream destroy");
+  ok(A.stream_destroy(side), "stream destroy");
+  std::printf("graph-pattern: relaxed capture with allocations, %zu launches checked, other "
+              "threads' blocks intact\n", launches);
+  return 0;
+}
+
+// A global-mode capture (cudaStreamBeginCapture's default): the capturing thread's cuMemAlloc
+// is refused with the driver's error and invalidates the capture, even where a cache could
+// answer it (a block of the size was freed just before); so is its cuMemFree of a live
+// block, which stays live.
+int mode_capture_global(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-global");
+  if (D == nullptr) return kExitSkip;
+  void* s = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  Tagged b{nullptr, 4096, 21};
+  ok(A.alloc(&b.p, b.n), "alloc");
+  if (!write_tag(b)) fail("write tag", 0);
+  void* cached = nullptr;
+  ok(A.alloc(&cached, 4096), "alloc");
+  ok(A.free(cached), "free");
+  ok(D->begin_capture(s, kCaptureModeGlobal), "cuStreamBeginCapture_v2 (global)");
+  void* p = nullptr;
+  const int alloc_rc = A.alloc(&p, 4096);
+  std::printf("capture-global: cuMemAlloc in the capture -> %d\n", alloc_rc);
+  expect(alloc_rc, kCaptureUnsupported, "cuMemAlloc in a global capture");
+  expect_invalidated(D, s, "cuStreamEndCapture after cuMemAlloc");
+  ok(D->begin_capture(s, kCaptureModeGlobal), "cuStreamBeginCapture_v2 (global)");
+  const int free_rc = A.free(b.p);
+  std::printf("capture-global: cuMemFree in the capture -> %d\n", free_rc);
+  expect(free_rc, kCaptureUnsupported, "cuMemFree in a global capture");
+  expect_invalidated(D, s, "cuStreamEndCapture after cuMemFree");
+  std::vector<unsigned char> buf;
+  if (std::string why = check_tag(b, buf); !why.empty()) fail(("capture-global: " + why).c_str(), 0);
+  ok(A.free(b.p), "free after the capture");
+  ok(A.alloc(&p, 4096), "alloc after the capture");
+  ok(A.free(p), "free after the capture");
+  ok(A.stream_destroy(s), "stream destroy");
+  std::printf("capture-global: refused and invalidated as the driver does; the block kept\n");
+  return 0;
+}
+
+// cuMemFreeAsync, in a capture, of memory from cuMemAlloc (no allocation node of the graph
+// returned it): the driver answers CUDA_ERROR_INVALID_VALUE, freeing nothing, and the
+// capture stays valid (observed on an H200, driver 580: cuStreamEndCapture 0 in a global
+// capture); the block keeps its data and is not handed out again until freed. In a global
+// and in a relaxed capture.
+int mode_capture_free_async(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-free-async");
+  if (D == nullptr) return kExitSkip;
+  void* s = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  std::vector<unsigned char> buf;
+  for (int mode : {kCaptureModeGlobal, kCaptureModeRelaxed}) {
+    Tagged b{nullptr, 4096, 31}, c{nullptr, 4096, 32}, d{nullptr, 4096, 33};
+    ok(A.alloc(&b.p, b.n), "alloc");
+    ok(A.alloc(&c.p, c.n), "alloc");
+    if (!write_tag(b) || !write_tag(c)) fail("write tag", 0);
+    ok(D->begin_capture(s, mode), "cuStreamBeginCapture_v2");
+    const int r = A.free_async(b.p, s);
+    std::printf("capture-free-async: mode %d: cuMemFreeAsync in the capture -> %d\n", mode, r);
+    expect(r, A.invalid_code, "cuMemFreeAsync of cuMemAlloc memory in a capture");
+    void* graph = nullptr;
+    const int end = D->end_capture(s, &graph);
+    std::printf("capture-free-async: mode %d: cuStreamEndCapture after it -> %d\n", mode, end);
+    expect(end, 0, "cuStreamEndCapture after cuMemFreeAsync (the capture stays valid)");
+    if (graph == nullptr) fail("the capture ended without a graph", 0);
+    ok(D->graph_destroy(graph), "graph destroy");
+    ok(A.alloc(&d.p, d.n), "alloc after the capture");
+    if (!write_tag(d)) fail("write tag", 0);
+    for (const Tagged* k : {&b, &c, &d})
+      if (std::string why = check_tag(*k, buf); !why.empty())
+        fail(("capture-free-async: block " + std::to_string(k->id) + ": " + why).c_str(), 0);
+    ok(A.free(b.p), "free of the block after the capture");
+    ok(A.free(c.p), "free");
+    ok(A.free(d.p), "free");
+  }
+  ok(A.stream_destroy(s), "stream destroy");
+  std::printf("capture-free-async: refused as the driver does, the capture kept; the block kept\n");
+  return 0;
+}
+
+// Captures and the program's other threads (which keep the default global mode): during a
+// global capture their cuMemAlloc and their cuMemFree of a live block are refused and
+// invalidate it; during a thread-local capture they allocate and free as usual and the
+// capture ends with a graph, while the capturing thread's own cuMemAlloc is refused.
+int mode_capture_other_threads(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-other-threads");
+  if (D == nullptr) return kExitSkip;
+  constexpr int kCaptureModeThreadLocal = 1;  // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+  void* s = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  Tagged b{nullptr, 4096, 41};
+  ok(A.alloc(&b.p, b.n), "alloc");
+  if (!write_tag(b)) fail("write tag", 0);
+  void* cached = nullptr;
+  ok(A.alloc(&cached, 4096), "alloc");
+  ok(A.free(cached), "free");
+  ok(D->begin_capture(s, kCaptureModeGlobal), "cuStreamBeginCapture_v2 (global)");
+  int other_alloc = -1, other_free = -1;
+  std::thread([&] {
+    void* p = nullptr;
+    other_alloc = A.alloc(&p, 4096);
+    other_free = A.free(b.p);
+  }).join();
+  std::printf("capture-other-threads: global capture: another thread's cuMemAlloc -> %d, "
+              "cuMemFree -> %d\n", other_alloc, other_free);
+  expect(other_alloc, kCaptureUnsupported, "another thread's cuMemAlloc in a global capture");
+  expect(other_free, kCaptureUnsupported, "another thread's cuMemFree in a global capture");
+  expect_invalidated(D, s, "cuStreamEndCapture after another thread's calls");
+  std::vector<unsigned char> buf;
+  if (std::string why = check_tag(b, buf); !why.empty()) fail(("capture-other-threads: " + why).c_str(), 0);
+
+  ok(D->begin_capture(s, kCaptureModeThreadLocal), "cuStreamBeginCapture_v2 (thread-local)");
+  ok(A.memset_async(b.p, 3, b.n, s), "captured memsetAsync");
+  int rc[3] = {-1, -1, -1};
+  std::thread([&] {
+    void* p = nullptr;
+    rc[0] = A.alloc(&p, 4096);
+    if (rc[0] == 0) rc[1] = A.memset(p, 9, 4096);
+    if (rc[0] == 0) rc[2] = A.free(p);
+  }).join();
+  std::printf("capture-other-threads: thread-local capture: another thread's alloc, memset, "
+              "free -> %d %d %d\n", rc[0], rc[1], rc[2]);
+  for (int r : rc) expect(r, 0, "another thread's calls in a thread-local capture");
+  void* p = nullptr;
+  expect(A.alloc(&p, 4096), kCaptureUnsupported, "the capturing thread's cuMemAlloc (thread-local)");
+  expect_invalidated(D, s, "cuStreamEndCapture after the capturing thread's cuMemAlloc");
+  ok(D->begin_capture(s, kCaptureModeThreadLocal), "cuStreamBeginCapture_v2 (thread-local)");
+  std::thread([&] {
+    void* q = nullptr;
+    rc[0] = A.alloc(&q, 8192);
+    if (rc[0] == 0) rc[1] = A.free(q);
+  }).join();
+  expect(rc[0] | rc[1], 0, "another thread's alloc and free in a thread-local capture");
+  void* graph = nullptr;
+  ok(D->end_capture(s, &graph), "cuStreamEndCapture (thread-local, others allocated)");
+  if (graph == nullptr) fail("no graph", 0);
+  ok(D->graph_destroy(graph), "cuGraphDestroy");
+  if (std::string why = check_tag(b, buf); !why.empty()) fail(("capture-other-threads: " + why).c_str(), 0);
+  ok(A.free(b.p), "free");
+  ok(A.stream_destroy(s), "stream destroy");
+  std::printf("capture-other-threads: as the driver answers\n");
+  return 0;
+}
+
+// A relaxed capture on a blocking stream (a program's own stream, not PyTorch's
+// non-blocking side stream): the legacy stream may not be used meanwhile, so nothing done
+// for the program's cuMemAlloc / cuMemFree may touch it. Inside the capture the capturing
+// thread allocates and frees and another thread allocates and frees (no synchronous
+// copies: those use the legacy stream); the capture ends with a graph whose launch writes
+// the block allocated in it.
+int mode_capture_blocking(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-blocking");
+  if (D == nullptr) return kExitSkip;
+  constexpr size_t kN = 8192;
+  void* s = nullptr;
+  ok(A.stream_create(&s, false), "stream create (blocking)");
+  void* warm = nullptr;
+  ok(A.alloc(&warm, kN), "alloc");
+  ok(A.memset_async(warm, 1, kN, s), "memsetAsync");
+  ok(A.stream_sync(s), "stream sync");
+  ok(A.free(warm), "free");
+  ok(D->begin_capture(s, kCaptureModeRelaxed), "cuStreamBeginCapture_v2 (relaxed, blocking stream)");
+  void *a = nullptr, *b = nullptr;
+  ok(A.alloc(&a, kN), "alloc in the capture");
+  ok(A.free(a), "free in the capture");
+  ok(A.alloc(&b, kN), "alloc in the capture");
+  ok(A.memset_async(b, 0x42, kN, s), "captured memsetAsync");
+  int rc[4] = {-1, -1, -1, -1};
+  std::thread([&] {
+    int mode = kCaptureModeRelaxed;
+    rc[0] = D->exchange_capture_mode(&mode);
+    void* p = nullptr;
+    rc[1] = A.alloc(&p, 3 * kN);
+    if (rc[1] == 0) rc[2] = A.free(p);
+    rc[3] = D->exchange_capture_mode(&mode);
+  }).join();
+  std::printf("capture-blocking: another thread's alloc / free -> %d %d\n", rc[1], rc[2]);
+  for (int r : rc) expect(r, 0, "another thread's relaxed alloc and free");
+  void* graph = nullptr;
+  ok(D->end_capture(s, &graph), "cuStreamEndCapture (blocking stream)");
+  void* exec = nullptr;
+  ok(D->instantiate(&exec, graph), "cuGraphInstantiateWithFlags");
+  ok(A.memset(b, 0, kN), "memset");
+  ok(D->launch(exec, s), "cuGraphLaunch");
+  ok(A.stream_sync(s), "stream sync");
+  std::vector<unsigned char> buf(kN);
+  ok(A.dtoh(buf.data(), b, kN), "dtoh");
+  for (unsigned char c : buf)
+    if (c != 0x42) fail("capture-blocking: the graph's memset is missing", c);
+  ok(D->exec_destroy(exec), "cuGraphExecDestroy");
+  ok(D->graph_destroy(graph), "cuGraphDestroy");
+  ok(A.free(b), "free");
+  ok(A.stream_destroy(s), "stream destroy");
+  std::printf("capture-blocking: captured, launched and checked\n");
+  return 0;
+}
+
+// A block freed inside a capture that then fails: its slow memset (on another stream) was
+// queued before the capture; the capture is invalidated (a cuStreamSynchronize of the
+// capturing stream) and ends with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; the allocations
+// right after must not see that memset land in them. A relaxed capture, so the free
+// itself is allowed.
+int mode_capture_invalidated_free(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-invalidated-free");
+  if (D == nullptr) return kExitSkip;
+  constexpr size_t kN = 64 * 1024;
+  void *s = nullptr, *side = nullptr, *x = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  ok(A.stream_create(&side, true), "stream create (non-blocking)");
+  ok(A.alloc(&x, kN), "alloc X");
+  ok(A.memset(x, 0, kN), "memset X");
+  const bool slowed = set_stand_in_delay(kHazardDelayUs);
+  ok(A.memset_async(x, 0xAA, kN, side), "slow memsetAsync X on the side stream");
+  ok(D->begin_capture(s, kCaptureModeRelaxed), "cuStreamBeginCapture_v2 (relaxed)");
+  ok(A.free(x), "free X in the capture");
+  expect(A.stream_sync(s), kCaptureUnsupported, "cuStreamSynchronize of the capturing stream");
+  expect_invalidated(D, s, "cuStreamEndCapture of the invalidated capture");
+  void* y[4] = {};
+  for (void*& p : y) {
+    ok(A.alloc(&p, kN), "alloc after the capture");
+    ok(A.memset(p, 0x55, kN), "memset");
+  }
+  ok(A.stream_sync(side), "side stream sync");
+  if (slowed) set_stand_in_delay(0);
+  std::vector<unsigned char> buf(kN);
+  size_t late = 0;
+  for (void* p : y) {
+    ok(A.dtoh(buf.data(), p, kN), "dtoh");
+    for (unsigned char c : buf) late += c != 0x55;
+    ok(A.free(p), "free");
+  }
+  ok(A.stream_destroy(s), "stream destroy");
+  ok(A.stream_destroy(side), "stream destroy");
+  if (late != 0) {
+    std::printf("capture-invalidated-free: CORRUPTED (%zu bytes hold the freed block's late write)\n", late);
+    return kExitCorrupted;
+  }
+  std::printf("capture-invalidated-free: CLEAN\n");
+  return 0;
+}
+
+}  // namespace luma::programs
