@@ -20,6 +20,8 @@
 //                queued in a second context (created, with device memory luma serves): not
 //                reused until that copy ran; then a block freed while the second context
 //                has work queued, that context destroyed, and the block asked for again
+//                (with luma only, as pending: the stand-in alone frees the block under the
+//                queued copy, which then reads freed memory)
 #include <dlfcn.h>
 #include <unistd.h>
 
