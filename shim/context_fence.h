@@ -1,7 +1,8 @@
 // context_fence.h - the events that cover every operation issued so far in one context:
 // what luma waits for before it hands out again a device block (driver_device.h) or a
-// pinned host block (host_cache_fences.h) that the program freed. Written once, here,
-// because both must cover the same work. docs/architecture.md, "Fences with many streams".
+// pinned host block (host_cache_fences.h) that the program freed, both through the pooled
+// fences of fence_slots.h. Written once, here, because both must cover the same work.
+// docs/architecture.md, "Fences with many streams".
 //
 // - Drivers of CUDA 12.5 and later: one cuCtxRecordEvent, which "captures in hEvent all
 //   the activities of the context hCtx at the time of this call" (cuda.h): every stream,

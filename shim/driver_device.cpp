@@ -5,7 +5,6 @@
 #include "driver_device.h"
 
 #include <algorithm>
-#include <new>
 
 #include "log.h"
 #include "scoped_context.h"
@@ -77,163 +76,19 @@ bool DriverDevice::release(void* base, std::size_t bytes) noexcept {
   return true;
 }
 
-void DriverDevice::synchronize() noexcept {
-  if (capture_underway()) return;  // refused in a capture: callers defer instead
-  ScopedContext scope(driver_, ctx_);
-  if (scope.ok()) driver_.ctx_synchronize();
-}
-
-CUevent DriverDevice::take_event() noexcept {
-  if (!spare_events_.empty()) {
-    CUevent e = spare_events_.back();
-    spare_events_.pop_back();
-    return e;
-  }
-  CUevent e = nullptr;
-  if (driver_.event_create(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return nullptr;
-  return e;
-}
-
-DriverDevice::FenceSlot* DriverDevice::slot(core::Fence fence) noexcept {
-  if (fence == core::kNoFence || fence > slots_.size()) return nullptr;
-  return &slots_[fence - 1];
-}
-
-ContextFence::Outcome DriverDevice::record_events(FenceSlot& s) noexcept {
-  const ContextFence::Outcome outcome = cover_.record(
-      driver_, ctx_, streams_, s.events, [this] { return take_event(); },
-      [this](CUevent e) {
-        try {
-          spare_events_.push_back(e);
-        } catch (...) {
-          driver_.event_destroy(e);
-        }
-      });
-  s.done = 0;
-  fence_ns_ = cover_.last_ns();
-  return outcome;
-}
-
+// The fence slots (fence_slots.h) do the work: what is left here is the policy. A token is
+// the pool's token, so that a poll on the hot path is the pool's inline poll.
 core::Fence DriverDevice::record_fence() noexcept {
   if (policy_ == core::FreeSync::none) return core::kNoFence;
-  const bool deferred = capture_underway();
-  if (policy_ == core::FreeSync::device && !deferred) {
-    synchronize();
-    return core::kNoFence;
-  }
-  ScopedContext scope(driver_, ctx_);
-  if (!scope.ok()) return core::kNoFence;  // the context is gone, and its work with it
-  std::uint32_t index = 0;
-  try {
-    if (!free_slots_.empty()) {
-      index = free_slots_.back();
-      free_slots_.pop_back();
-    } else {
-      slots_.emplace_back();
-      index = static_cast<std::uint32_t>(slots_.size() - 1);
-    }
-  } catch (...) {
-    // No host memory for a slot: make the memory safe by waiting for all of it (or, in a
-    // capture, by keeping it out of reuse as if forever: a fence never done).
-    ++driver_errors_;
-    if (deferred) return core::kNoFence;  // cannot happen without memory; see below
-    driver_.ctx_synchronize();
-    return core::kNoFence;
-  }
-  FenceSlot& s = slots_[index];
-  s.deferred = deferred;
-  if (deferred) return index + 1;
-  switch (record_events(s)) {
-    case ContextFence::Outcome::recorded:
-      return index + 1;
-    case ContextFence::Outcome::capture_underway:
-      // A capture luma did not see (cuStreamBeginCaptureToGraph): recorded after it.
-      s.deferred = true;
-      return index + 1;
-    case ContextFence::Outcome::failed:
-      break;
-  }
-  // Could not cover every stream: make the memory safe by waiting for all of it.
-  fence_release(index + 1);
-  ++driver_errors_;
-  driver_.ctx_synchronize();
-  return core::kNoFence;
+  return slots_.fence();
 }
 
-bool DriverDevice::fence_done(core::Fence fence) noexcept {
-  FenceSlot* s = slot(fence);
-  if (s == nullptr) return true;
-  // In a capture nothing is queried: an event query is among the calls a capture forbids.
-  if (capture_underway()) return false;
-  if (s->deferred) {
-    // The capture(s) ended: the fence is recorded now, after them, and covers all the work
-    // issued before its frees (and the capture's own launches since).
-    ScopedContext scope(driver_, ctx_);
-    if (!scope.ok()) {
-      s->deferred = false;
-      return true;  // the context is gone, and its work with it
-    }
-    const auto outcome = policy_ == core::FreeSync::device ? ContextFence::Outcome::failed
-                                                           : record_events(*s);
-    if (outcome == ContextFence::Outcome::capture_underway) return false;  // still deferred
-    s->deferred = false;
-    if (outcome == ContextFence::Outcome::failed) {
-      synchronize();
-      return true;
-    }
-  }
-  // Stops at the first event not done, and starts there next time: the events before it
-  // are not asked again (with many busy streams a poll would otherwise ask them all).
-  for (; s->done < s->events.size(); ++s->done) {
-    CUresult r = driver_.event_query(s->events[s->done]);
-    if (r == CUDA_ERROR_NOT_READY) return false;
-    if (r != CUDA_SUCCESS) {
-      // The driver lost the event (context torn down?): wait for everything instead.
-      synchronize();
-      return true;
-    }
-  }
-  return true;
-}
+bool DriverDevice::fence_done(core::Fence fence) noexcept { return slots_.poll(fence); }
 
-bool DriverDevice::fence_wait(core::Fence fence) noexcept {
-  FenceSlot* s = slot(fence);
-  if (s == nullptr) return true;
-  if (capture_underway()) return false;
-  if (s->deferred) {
-    if (fence_done(fence)) return true;  // records it now
-    if (s->deferred) return false;       // the driver still reports a capture: cannot wait
-  }
-  for (; s->done < s->events.size(); ++s->done) {
-    if (driver_.event_synchronize(s->events[s->done]) != CUDA_SUCCESS) {
-      synchronize();
-      return true;
-    }
-  }
-  return true;
-}
+bool DriverDevice::fence_wait(core::Fence fence) noexcept { return slots_.wait(fence); }
 
-void DriverDevice::forget_events() noexcept {
-  for (FenceSlot& s : slots_) {
-    s.events.clear();
-    s.done = 0;
-  }
-  spare_events_.clear();
-}
+void DriverDevice::fence_release(core::Fence fence) noexcept { slots_.release(fence); }
 
-void DriverDevice::fence_release(core::Fence fence) noexcept {
-  FenceSlot* s = slot(fence);
-  if (s == nullptr) return;
-  try {
-    for (CUevent e : s->events) spare_events_.push_back(e);
-    s->events.clear();
-    s->done = 0;
-    s->deferred = false;
-    free_slots_.push_back(static_cast<std::uint32_t>(fence - 1));
-  } catch (...) {
-    for (CUevent e : s->events) driver_.event_destroy(e);
-    s->events.clear();
-  }
-}
+void DriverDevice::forget_events() noexcept { slots_.forget_events(); }
 
 }  // namespace luma::shim

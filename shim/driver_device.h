@@ -1,8 +1,9 @@
 // driver_device.h - core::Device over the real driver, for one context: segments are real
 // cuMemAlloc_v2 allocations made in that context, fences are pooled events that cover all
-// the context's work (free_sync:event; context_fence.h: one cuCtxRecordEvent, or stream by
-// stream on older drivers), or nothing (free_sync:none), or a cuCtxSynchronize at free time
-// (free_sync:device). docs/architecture.md, "Fences with many streams", has the design.
+// the context's work (free_sync:event; the pool: fence_slots.h; the events: context_fence.h,
+// one cuCtxRecordEvent, or stream by stream on older drivers), or nothing (free_sync:none),
+// or a cuCtxSynchronize at free time (free_sync:device). docs/architecture.md, "Fences with
+// many streams", has the design.
 //
 // Called only with the owning allocator's lock held (core/base/device.h), so it keeps its pools
 // without a lock of its own. Must never call luma's hooks, never throw, and never report a
@@ -18,6 +19,7 @@
 #include "base/device.h"
 #include "capture_registry.h"
 #include "context_fence.h"
+#include "fence_slots.h"
 #include "real_driver.h"
 #include "stream_registry.h"
 
@@ -61,7 +63,7 @@ class DriverDevice final : public core::Device {
   // the driver's cuCtxRecordEvent makes of them): epochs grow with it, so that the fence
   // costs each free little (kFenceNsPerBlock).
   std::size_t fence_batch_blocks() const noexcept override {
-    return static_cast<std::size_t>(fence_ns_ / kFenceNsPerBlock);
+    return static_cast<std::size_t>(cover_.last_ns() / kFenceNsPerBlock);
   }
 
   CUcontext context() const noexcept { return ctx_; }
@@ -71,7 +73,8 @@ class DriverDevice final : public core::Device {
   // cuIpcGetMemHandle exported the segment at `base`: a peer may map it from now on, so it
   // is never released to the driver. True the first time. Any thread, any time.
   bool keep_exported(const void* base) noexcept;
-  // Driver errors other than out-of-memory seen by reserve (for the log and tests).
+  // Driver errors: reserve's other than out-of-memory, release's, and fences that an
+  // event call or host memory failed and a synchronization made safe (for the log and tests).
   std::uint64_t driver_errors() const noexcept { return driver_errors_; }
 
  private:
@@ -82,26 +85,10 @@ class DriverDevice final : public core::Device {
   // give 150, as the 8 blocks per driver call of the first design did (docs/architecture.md).
   static constexpr std::uint64_t kFenceNsPerBlock = 40;
 
-  struct FenceSlot {
-    std::vector<CUevent> events;  // the context's one, or one per stream that was not idle
-    // events[0, done) were seen complete: a poll goes on from the first one not seen so.
-    std::uint32_t done = 0;
-    // Asked for while a capture was underway in the context (one luma knows of, or one
-    // the driver reported): nothing recorded yet (an event on a capturing stream would
-    // join the graph, the legacy stream may be unusable); recorded once no capture is
-    // underway, and only then possibly done.
-    bool deferred = false;
-  };
-
-  CUevent take_event() noexcept;
   // Whether a capture is underway in this context: luma then records, queries and
   // synchronizes nothing there, and releases no segment.
-  bool capture_underway() const noexcept { return captures_.any() && captures_.any_in(ctx_); }
-  // Records the slot's events (context_fence.h); nothing kept unless recorded.
-  ContextFence::Outcome record_events(FenceSlot& s) noexcept;
+  bool capture_underway() const noexcept { return slots_.capturing(); }
   bool exported(const void* base) noexcept;
-  void synchronize() noexcept;
-  FenceSlot* slot(core::Fence fence) noexcept;
 
   const RealDriver& driver_;
   CUcontext ctx_;
@@ -113,12 +100,12 @@ class DriverDevice final : public core::Device {
   std::atomic<std::uintptr_t> hi_{0};
   std::mutex exported_mutex_;             // keep_exported comes from any thread
   std::vector<const void*> exported_;     // segment bases a peer may have mapped
-  std::vector<FenceSlot> slots_;         // fence token f is slots_[f - 1]
-  std::vector<std::uint32_t> free_slots_;
-  std::vector<CUevent> spare_events_;    // pooled: creating an event costs a driver call
-  ContextFence cover_;
+  ContextFence cover_;  // fence_batch_blocks() reads what the last record took
   std::uint64_t driver_errors_ = 0;
-  std::uint64_t fence_ns_ = 0;  // what recording the last fence took (see above)
+  // Fence tokens are this pool's; free_sync:device records no event (a fence is only taken
+  // in a capture, and completed by a synchronization after it).
+  FenceSlots slots_{driver_, ctx_, streams_, captures_, cover_,
+                    policy_ == core::FreeSync::event, driver_errors_};
 };
 
 }  // namespace luma::shim

@@ -1,7 +1,8 @@
 // host_cache_e2e_test.cpp - the pinned host cache through LD_PRELOAD on the stand-in
 // driver (host_cache_prog.cpp): blocks reused after a free, flag sets kept apart with the
 // driver's answers right, the bound, the off switch, pointers luma did not hand out
-// forwarded, and a block whose asynchronous copy is still queued never handed out again.
+// forwarded, and a block whose asynchronous copy is still queued (in any context luma
+// serves) never handed out again.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -190,6 +191,20 @@ TEST(HostCache, BlockWithAPendingCopyIsNotReusedUntilItCompletes) {
     ASSERT_TRUE(r.stats.is_object()) << describe(r.result);
     EXPECT_GE(r.stats["host_cache"]["fenced_skips"].get<long long>(), 1) << r.stats.dump();
   }
+}
+
+// A fence covers every context luma serves, not only the one current at the free: a
+// PORTABLE block with a copy queued in a second context is not handed out while it is
+// pending there. A context destroyed takes its part of the fences with it: the block freed
+// while it had work is handed out again after.
+TEST(HostCache, BlockWithACopyPendingInAnotherContextWaitsForItAndADestroyedContextLetsGo) {
+  ProgRun r = run_prog({"contexts"}, true);
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_EQ(r.value("reused_while_pending"), 0) << r.result.out;
+  EXPECT_EQ(r.value("copied_bytes_wrong"), 0) << r.result.out;
+  EXPECT_EQ(r.value("reused_after_destroy"), 1) << r.result.out;
+  ASSERT_TRUE(r.stats.is_object()) << describe(r.result);
+  EXPECT_GE(r.stats["host_cache"]["fenced_skips"].get<long long>(), 1) << r.stats.dump();
 }
 
 // Threads allocating and freeing at once: no block is ever handed to two of them (each

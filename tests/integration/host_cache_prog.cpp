@@ -16,6 +16,12 @@
 //   pending S    a block whose cuMemcpyHtoDAsync on stream S (legacy | nonblocking) has not
 //                run yet is freed, a block of the same size asked for and overwritten,
 //                then the copy runs: the device must hold the first block's bytes
+//   contexts     a PORTABLE block freed in the primary context while a copy from it is
+//                queued in a second context (created, with device memory luma serves): not
+//                reused until that copy ran; then a block freed while the second context
+//                has work queued, that context destroyed, and the block asked for again
+//                (with luma only, as pending: the stand-in alone frees the block under the
+//                queued copy, which then reads freed memory)
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -193,6 +199,57 @@ int pending(const std::string& which) {
   return 0;
 }
 
+int contexts() {
+  CUcontext primary = nullptr;
+  check(cuCtxGetCurrent(&primary), "cuCtxGetCurrent");
+  CUdevice device = 0;
+  check(cuDeviceGet(&device, 0), "cuDeviceGet");
+  CUcontext other = nullptr;
+  check(cuCtxCreate_v2(&other, 0, device), "cuCtxCreate");  // current now
+  const size_t n = 2 * kMiB;
+  CUdeviceptr dev = 0;
+  check(cuMemAlloc_v2(&dev, n), "cuMemAlloc (second context)");
+  const unsigned portable = CU_MEMHOSTALLOC_PORTABLE;
+  check(cuCtxSetCurrent(primary), "cuCtxSetCurrent(primary)");
+  void* a = nullptr;
+  check(cuMemHostAlloc(&a, n, portable), "cuMemHostAlloc");
+  std::memset(a, 'a', n);
+  check(cuCtxSetCurrent(other), "cuCtxSetCurrent(second)");
+  luma_fake_set_gate_open(0);  // the copy is queued, not run
+  check(cuMemcpyHtoDAsync_v2(dev, a, n, nullptr), "cuMemcpyHtoDAsync (second context)");
+  check(cuCtxSetCurrent(primary), "cuCtxSetCurrent(primary)");
+  check(cuMemFreeHost(a), "cuMemFreeHost");
+  // The primary context has no work: a fence of it alone would be done now.
+  check(cuCtxSynchronize(), "cuCtxSynchronize(primary)");
+  void* b = nullptr;
+  check(cuMemHostAlloc(&b, n, portable), "cuMemHostAlloc while the copy is pending");
+  std::memset(b, 'b', n);
+  std::printf("reused_while_pending=%d\n", b == a);
+  luma_fake_set_gate_open(1);
+  check(cuCtxSetCurrent(other), "cuCtxSetCurrent(second)");
+  check(cuCtxSynchronize(), "cuCtxSynchronize(second)");
+  std::vector<char> back(n);
+  check(cuMemcpyDtoH_v2(back.data(), dev, n), "cuMemcpyDtoH");
+  size_t wrong = 0;
+  for (char c : back) wrong += c != 'a';
+  std::printf("copied_bytes_wrong=%zu\n", wrong);
+  // b's fence gets a part in the second context, whose work is still queued; that context
+  // then goes (its work finishes first), and its part of the fence with it.
+  luma_fake_set_gate_open(0);
+  check(cuMemcpyHtoDAsync_v2(dev, b, n, nullptr), "cuMemcpyHtoDAsync (second context)");
+  check(cuCtxSetCurrent(primary), "cuCtxSetCurrent(primary)");
+  check(cuMemFreeHost(b), "cuMemFreeHost");
+  luma_fake_set_gate_open(1);
+  check(cuCtxDestroy_v2(other), "cuCtxDestroy");
+  check(cuCtxSetCurrent(primary), "cuCtxSetCurrent(primary)");
+  void* c = nullptr;
+  check(cuMemHostAlloc(&c, n, portable), "cuMemHostAlloc after the destroy");
+  std::printf("reused_after_destroy=%d\n", c == a || c == b);
+  check(cuMemFreeHost(c), "cuMemFreeHost");
+  counters();
+  return 0;
+}
+
 int capture() {
   CUstream s = nullptr;
   check(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
@@ -251,7 +308,7 @@ int threads(int count, int rounds) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: host_cache_prog reuse N | flags | bound | foreign | pending S\n");
+    std::fprintf(stderr, "usage: host_cache_prog reuse N | flags | bound | foreign | pending S | contexts\n");
     return 2;
   }
   init();
@@ -263,6 +320,7 @@ int main(int argc, char** argv) {
   if (mode == "capture") return capture();
   if (mode == "threads" && argc == 4) return threads(std::atoi(argv[2]), std::atoi(argv[3]));
   if (mode == "pending" && argc == 3) return pending(argv[2]);
+  if (mode == "contexts") return contexts();
   std::fprintf(stderr, "host_cache_prog: unknown mode\n");
   return 2;
 }
