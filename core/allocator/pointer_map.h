@@ -6,12 +6,13 @@
 // (Fibonacci hash of the address) unless that was full when it was inserted; then in the
 // first later bucket with room, and its home bucket counts it (`overflow_`). A lookup
 // compares the 4 keys of one line without a branch per key and stops there when the key is
-// found or the home bucket lent nothing out; only then does it walk on, and it stops once
-// it has seen every key the home bucket lent out. Deleting clears the slot and, for a lent
-// key, the count: no tombstones, no shifting, and the walk never outlives its keys.
+// found or no key overflowed from the home bucket; only then does it walk on, and it stops
+// once it has seen every key that overflowed from the home bucket. Deleting clears the slot
+// and, for an overflowed key, the count: no tombstones, no shifting, and the walk never
+// outlives its keys.
 //
 // At most a quarter full (kLoadDenominator: one key per bucket on average), so a bucket is
-// full, and a key lent out, a fraction of a percent of the time: a free is one line read
+// full, and a key overflowed, a fraction of a percent of the time: a free is one line read
 // and almost no mispredicted branch. Linear probing over single slots cost 0.8
 // mispredictions and 2.4 cache-line misses per alloc+free pair at 10^4 live blocks
 // (docs/performance.md). 64 bytes of table per live block, as before.
@@ -102,14 +103,14 @@ class PointerMap {
   }
 
   // For tests and check(): the home bucket of a key, the number of buckets, and how many
-  // keys a bucket has lent out.
+  // keys a bucket has overflowed.
   std::size_t home(std::uintptr_t key) const noexcept {
     // Fibonacci hashing: the low bits of block addresses are all zero (alignment), the
     // multiply spreads the rest over the top bits.
     return static_cast<std::size_t>((static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> shift_);
   }
   std::size_t bucket_count() const noexcept { return buckets_count_; }
-  std::uint32_t lent_out(std::size_t bucket) const noexcept { return overflow_[bucket]; }
+  std::uint32_t overflowed(std::size_t bucket) const noexcept { return overflow_[bucket]; }
 
  private:
   struct alignas(64) Bucket {
@@ -133,7 +134,7 @@ class PointerMap {
       *slot = static_cast<unsigned>(std::countr_zero(m));
       return true;
     }
-    // Rare: walk on while keys lent out by h remain unseen.
+    // Rare: walk on while keys overflowed by h remain unseen.
     std::uint32_t unseen = overflow_[h];
     for (std::size_t b = (h + 1) & mask_; unseen != 0; b = (b + 1) & mask_) {
       m = match(buckets_[b], key);
@@ -151,7 +152,7 @@ class PointerMap {
   void grow(std::size_t n) {
     std::size_t count = std::max<std::size_t>(buckets_count_, 256);
     while ((n + 1) * kLoadDenominator > count * kWays) count *= 2;
-    // Both zeroed: every slot empty, nothing lent out. The counters first, so that a
+    // Both zeroed: every slot empty, nothing overflowed. The counters first, so that a
     // failure leaves nothing to undo but them.
     auto* counts = static_cast<std::uint32_t*>(allocate_index_memory(count * sizeof(std::uint32_t)));
     Bucket* fresh = nullptr;

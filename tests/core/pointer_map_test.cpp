@@ -19,7 +19,7 @@ using Map = PointerMap<std::uint64_t>;
 std::uintptr_t key_of(std::uint64_t n) { return (n + 1) << 8; }
 
 // Every key of the reference found with its value, the sizes equal, and each bucket's
-// lent-out count equal to the keys of that home stored elsewhere.
+// overflow count equal to the keys of that home stored elsewhere.
 void expect_same(const Map& m, const std::unordered_map<std::uintptr_t, std::uint64_t>& ref) {
   ASSERT_EQ(m.size(), ref.size());
   for (const auto& [k, v] : ref) {
@@ -70,9 +70,9 @@ TEST(PointerMap, RandomInsertsAndTakesMatchAReferenceMap) {
   EXPECT_EQ(m.find(0), nullptr);
 }
 
-// Many keys of one home bucket: the first four stay home, the rest are lent to later
+// Many keys of one home bucket: the first four stay home, the rest are overflowed into later
 // buckets; every one is found, taken in any order, and the count goes back to 0; a key
-// of that home that was never inserted is not found, even while others are lent out.
+// of that home that was never inserted is not found, even while others are overflowed.
 TEST(PointerMap, KeysAFullBucketLendsOutAreFoundAndCountedBack) {
   Map m;
   m.reserve_for(1000);  // no growth below: homes stay fixed
@@ -86,7 +86,7 @@ TEST(PointerMap, KeysAFullBucketLendsOutAreFoundAndCountedBack) {
   same_home.pop_back();
 
   std::unordered_map<std::uintptr_t, std::uint64_t> ref;
-  // Fill the next buckets partly too, so lent keys land past more than one of them.
+  // Fill the next buckets partly too, so overflowed keys land past more than one of them.
   for (std::uint64_t n = 0, placed = 0; placed < 6; ++n) {
     const std::uintptr_t k = key_of(1'000'000 + n);
     if (m.home(k) != ((target + 1) & (buckets - 1))) continue;
@@ -98,11 +98,11 @@ TEST(PointerMap, KeysAFullBucketLendsOutAreFoundAndCountedBack) {
     m.insert(same_home[i], 100 + i);
     ref[same_home[i]] = 100 + i;
   }
-  EXPECT_EQ(m.lent_out(target), same_home.size() - PointerMap<std::uint64_t>::kWays);
+  EXPECT_EQ(m.overflowed(target), same_home.size() - PointerMap<std::uint64_t>::kWays);
   expect_same(m, ref);
   EXPECT_EQ(m.find(never_inserted), nullptr);
 
-  // Take the ones at home first: the lent-out ones must still be found.
+  // Take the ones at home first: the overflowed ones must still be found.
   for (std::size_t i = 0; i < same_home.size(); i += 2) {
     std::uint64_t v = 0;
     ASSERT_TRUE(m.take(same_home[i], &v));
@@ -116,11 +116,11 @@ TEST(PointerMap, KeysAFullBucketLendsOutAreFoundAndCountedBack) {
     ASSERT_TRUE(m.take(same_home[i], &v));
     ref.erase(same_home[i]);
   }
-  EXPECT_EQ(m.lent_out(target), 0u);
+  EXPECT_EQ(m.overflowed(target), 0u);
   expect_same(m, ref);
-  // Freed room at home is used again, and nothing is lent.
+  // Freed room at home is used again, and nothing overflows.
   m.insert(never_inserted, 7);
-  EXPECT_EQ(m.lent_out(target), 0u);
+  EXPECT_EQ(m.overflowed(target), 0u);
   ASSERT_NE(m.find(never_inserted), nullptr);
 }
 
