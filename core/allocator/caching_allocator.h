@@ -52,6 +52,9 @@ struct SegmentRange {
   void* base = nullptr;
   std::size_t size = 0;
   bool own = false;  // segment_of: one block's own segment (allocate_own_segment)
+  // segment_of: a pool's expandable segment (AllocatorOptions::expandable_segments):
+  // `base`/`size` are its whole address range, of which only some pages are mapped.
+  bool expandable = false;
 };
 
 class CachingAllocator {

@@ -82,6 +82,12 @@ struct AllocatorOptions {
   // torch_train completes under 1.050 x peak live instead of 1.093 (docs/placement.md).
   // Half the limit: measured against a quarter, which started too late (1.070). 0: never.
   std::size_t pressure_divisor = 2;
+  // Expandable segments (PyTorch's expandable_segments): each pool reserves address space
+  // once and maps pages of the device's granularity into it as it grows, unmapping whole
+  // free pages when memory is needed elsewhere (docs/placement.md, "Expandable
+  // segments"). Blocks of it cannot be exported with legacy IPC (cuIpcGetMemHandle); a
+  // device without virtual memory (core::Device::virtual_memory) keeps ordinary segments.
+  bool expandable_segments = false;
   // With a batched-fence device (device.h), frees collect into an open epoch that one
   // fence covers. It is closed when an allocation needs its memory, or at free once it
   // holds this many blocks or bytes (a device whose fences cost more, e.g. with many streams,

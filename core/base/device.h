@@ -83,6 +83,36 @@ class Device {
     std::size_t limit = ~std::size_t{0};
   };
   virtual Headroom headroom() const noexcept { return {}; }
+
+  // Virtual memory, for expandable segments (AllocatorOptions::expandable_segments): a
+  // pool reserves address space once and backs it with physical pages as it grows, so
+  // that its memory stays one contiguous range however the program's sizes vary.
+  // - virtual_memory(): the page (the granularity of mapping: the driver's allocation
+  //   granularity, 2 MiB on an H200; a power of two, a multiple of the allocator's
+  //   alignment) and how much address space one pool should reserve (the device's memory
+  //   and some more, so that pages unmapped in the middle can be mapped again at the end).
+  //   page 0: the device has none, and the allocator makes ordinary segments.
+  // - reserve_address(bytes): bytes a multiple of the page; address space only, no memory.
+  //   As reserve(): a base (page-aligned), or out of address space (error 0), or the
+  //   device's own error code.
+  // - release_address(base, bytes): exactly as one reserve_address; no page mapped in it.
+  //   false: the device keeps it (an error).
+  // - map_pages(addr, bytes): backs [addr, addr + bytes) (page-aligned, inside one
+  //   reserved range, nothing mapped there) with new memory the device can read and write,
+  //   all or nothing. As reserve(): addr back, or out of memory (error 0: the allocator
+  //   unmaps free pages elsewhere and retries), or the device's own error code.
+  // - unmap_pages(addr, bytes): gives back the memory of mapped pages, any page-aligned
+  //   run of pages mapped by one or more map_pages calls. false: the device keeps them
+  //   mapped (a capture underway, an error); the allocator keeps them as free memory.
+  struct VirtualMemory {
+    std::size_t page = 0;
+    std::size_t address_space = 0;
+  };
+  virtual VirtualMemory virtual_memory() const noexcept { return {}; }
+  virtual Reservation reserve_address(std::size_t) noexcept { return Reservation::failed(-1); }
+  virtual bool release_address(void*, std::size_t) noexcept { return false; }
+  virtual Reservation map_pages(void*, std::size_t) noexcept { return Reservation::failed(-1); }
+  virtual bool unmap_pages(void*, std::size_t) noexcept { return false; }
 };
 
 }  // namespace luma::core
