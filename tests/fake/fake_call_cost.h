@@ -4,7 +4,8 @@
 // takes, so that a benchmark counting those calls (tests/bench/bench_streams) weighs them as
 // a GPU would. Unset (the default), every call is free, so unit tests stay fast. README.md
 // gives the values and where they come from. Every call of the table is also counted
-// (LUMA_FAKE_COUNTERS' "calls"), so tests can see which fence design a run used.
+// (LUMA_FAKE_COUNTERS' "calls"), so tests can see which fence design a run used and how
+// many pages it mapped.
 #pragma once
 
 #include <cstdint>
@@ -12,12 +13,21 @@
 namespace luma::fake {
 
 // call, its driver name, nanoseconds per call on a real GPU, and nanoseconds more per
-// stream of the context the call covers (the estimates of README.md, "Call costs").
-#define LUMA_FAKE_CALL_COSTS(X)                     \
-  X(event_record, "cuEventRecord", 270, 0)           \
-  X(event_query, "cuEventQuery", 270, 0)             \
-  X(stream_query, "cuStreamQuery", 290, 0)           \
-  X(ctx_record_event, "cuCtxRecordEvent", 290, 0)
+// stream of the context the call covers (the estimates of README.md, "Call costs"). The
+// virtual memory calls cost nothing here (0): they are only counted, so that tests see
+// how many pages a run mapped and unmapped.
+#define LUMA_FAKE_CALL_COSTS(X)                         \
+  X(event_record, "cuEventRecord", 270, 0)               \
+  X(event_query, "cuEventQuery", 270, 0)                 \
+  X(stream_query, "cuStreamQuery", 290, 0)               \
+  X(ctx_record_event, "cuCtxRecordEvent", 290, 0)        \
+  X(mem_create, "cuMemCreate", 0, 0)                     \
+  X(mem_release, "cuMemRelease", 0, 0)                   \
+  X(mem_map, "cuMemMap", 0, 0)                           \
+  X(mem_unmap, "cuMemUnmap", 0, 0)                       \
+  X(mem_set_access, "cuMemSetAccess", 0, 0)              \
+  X(mem_address_reserve, "cuMemAddressReserve", 0, 0)    \
+  X(mem_address_free, "cuMemAddressFree", 0, 0)
 
 enum class CostedCall : std::uint8_t {
 #define LUMA_FAKE_COST_ENUM(name, driver_name, ns, per_stream_ns) name,

@@ -154,7 +154,22 @@ void write_counters_file() {
                   static_cast<unsigned long long>(costed_calls(call)));
     json += buf;
   }
-  json += "}}\n";
+  // What the virtual memory calls still hold (fake_vmm.cpp): a program that gave back all
+  // it mapped shows zeros.
+  const VmmReport vmm = vmm_report();
+  std::snprintf(buf, sizeof buf,
+                "}, \"vmm\": {\"handles\": %llu, \"reservations\": %llu, \"mappings\": %llu, "
+                "\"physical_bytes\": [",
+                static_cast<unsigned long long>(vmm.handles),
+                static_cast<unsigned long long>(vmm.reservations),
+                static_cast<unsigned long long>(vmm.mappings));
+  json += buf;
+  for (int d = 0; d < st.device_count; ++d) {
+    std::snprintf(buf, sizeof buf, "%s%llu", d == 0 ? "" : ", ",
+                  static_cast<unsigned long long>(vmm.physical_bytes[d]));
+    json += buf;
+  }
+  json += "]}}\n";
   // The path may name this process's own standard output or error (/dev/stdout, or the
   // file a shell redirected it to): reopening that with O_TRUNC would empty the file the
   // program is writing, and write from offset 0 over it. There the counters are appended,

@@ -1,5 +1,6 @@
 // fake_device_queries.cpp - the device queries of the stand-in driver (a TEST DOUBLE):
-// cuDeviceGetName, cuDeviceTotalMem_v2, cuDeviceGetAttribute, cuDeviceGetUuid(_v2). Every
+// cuDeviceGetName, cuDeviceTotalMem_v2, cuDeviceGetAttribute, cuDeviceGetUuid(_v2),
+// cuDeviceCanAccessPeer (the devices are one board's, each reaching every other). Every
 // device imitates an NVIDIA H200 (SXM, compute capability 9.0, 132 multiprocessors) whose
 // memory is the configured capacity (LUMA_FAKE_CAPACITY). Like the other context-free
 // bookkeeping they keep working when the device is lost.
@@ -128,5 +129,15 @@ CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
 }
 
 CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
+
+// The stand-in's devices are the GPUs of one HGX H200 board, where NVSwitch connects every
+// GPU to every other: each can access each other's memory. A device is not its own peer.
+CUresult cuDeviceCanAccessPeer(int* can_access, CUdevice dev, CUdevice peer) {
+  if (CUresult r = ready_host()) return r;
+  if (can_access == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(dev) || !valid_device(peer)) return CUDA_ERROR_INVALID_DEVICE;
+  *can_access = dev != peer ? 1 : 0;
+  return CUDA_SUCCESS;
+}
 
 }  // extern "C"

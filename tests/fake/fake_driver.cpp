@@ -121,10 +121,24 @@ std::map<uintptr_t, Allocation>::iterator containing(State& st, uintptr_t p, siz
 }
 
 namespace {
+// Whether [p, p + n) is memory a copy or memset may touch: inside one allocation, or across
+// adjacent cuMemMap mappings (each page of a growing virtual range is its own mapping, and
+// a GPU copies across them as across any contiguous addresses: PyTorch's expandable
+// segments map one handle per 2 MiB page and place tensors across pages).
 bool valid_range(CUdeviceptr p, size_t n) {
   State& st = state();
   std::lock_guard lock(st.mem_m);
-  return containing(st, p, n == 0 ? 1 : n) != st.allocations.end();
+  if (n == 0) n = 1;
+  auto it = containing(st, p, 1);
+  if (it == st.allocations.end()) return false;
+  uintptr_t end = it->first + it->second.size;
+  while (p + n > end) {
+    if (it->second.kind != MemKind::kMapped) return false;
+    ++it;
+    if (it == st.allocations.end() || it->first != end || it->second.kind != MemKind::kMapped) return false;
+    end += it->second.size;
+  }
+  return true;
 }
 
 inline constexpr size_t kPage = 4096;

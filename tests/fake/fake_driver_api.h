@@ -203,6 +203,9 @@ LUMA_FAKE_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 LUMA_FAKE_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
 LUMA_FAKE_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
                                       size_t count);
+LUMA_FAKE_API CUresult cuMemGetAccess(unsigned long long* flags, const CUmemLocation* location,
+                                      CUdeviceptr ptr);
+LUMA_FAKE_API CUresult cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev);
 
 LUMA_FAKE_API CUresult cuGetErrorString(CUresult error, const char** str);
 LUMA_FAKE_API CUresult cuGetErrorName(CUresult error, const char** str);

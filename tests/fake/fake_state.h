@@ -239,6 +239,14 @@ bool unregister(CUdeviceptr p, Allocation* out);
 // Gives the memory of an unregistered allocation back (arena, mmap or heap by kind).
 void release_memory(uintptr_t p, const Allocation& a);
 
+// What the virtual memory calls hold now (fake_vmm.cpp), for the exit report: memory from
+// cuMemCreate not yet freed, per device, and the live handles, reservations and mappings.
+struct VmmReport {
+  uint64_t physical_bytes[kMaxDevices] = {};
+  uint64_t handles = 0, reservations = 0, mappings = 0;
+};
+VmmReport vmm_report();
+
 // Device memory arenas (fake_arena.cpp). Caller holds mem_m.
 uintptr_t arena_alloc(State& st, int device, size_t rounded);  // 0 when full
 void arena_free(State& st, int device, uintptr_t p, size_t rounded);

@@ -10,8 +10,11 @@
 // VMM: a cuMemCreate handle is a sparse memfd of the requested size; cuMemAddressReserve is
 // an inaccessible anonymous mapping; cuMemMap maps the memfd over part of a reservation,
 // still inaccessible (as on a GPU, where access must be granted); cuMemSetAccess mprotects
-// it; cuMemUnmap puts the inaccessible reservation back. Mapped ranges are registered as
-// allocations (MemKind::kMapped) so memsets and copies accept them.
+// it (each mapping keeps the access of every device; the host pages get the widest);
+// cuMemUnmap puts the inaccessible reservation back. Mapped ranges are registered as
+// allocations (MemKind::kMapped) so memsets and copies accept them, across adjacent mappings
+// too. The calls that change memory are "potentially unsafe" during a stream capture
+// (fake_capture.h), and each call is counted (fake_call_cost.h).
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -21,6 +24,8 @@
 #include <mutex>
 #include <vector>
 
+#include "fake_call_cost.h"
+#include "fake_capture.h"
 #include "fake_state.h"
 
 #define LUMA_FAKE_API __attribute__((visibility("default")))
@@ -50,6 +55,7 @@ struct Physical {  // a cuMemCreate allocation
 struct Mapping {
   size_t size = 0;
   CUmemGenericAllocationHandle handle = 0;
+  CUmemAccess_flags access[kMaxDevices] = {};  // cuMemSetAccess, per device (none at first)
 };
 
 struct Vmm {
@@ -228,7 +234,9 @@ CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocatio
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                      const CUmemAllocationProp* prop, unsigned long long flags) {
+  CallCost counted(CostedCall::mem_create);
   if (CUresult r = ready()) return r;
+  if (CUresult r = check_unsafe_call()) return r;
   // "flags: for future use, must be zero"; the size must be a multiple of the minimum
   // granularity.
   if (handle == nullptr || flags != 0 || !valid_prop(prop) || size == 0 || !multiple(size))
@@ -257,7 +265,9 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
 // "The memory allocation will be freed when all outstanding mappings to the memory are
 // unmapped and when all outstanding references to the handle ... have also been released."
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  CallCost counted(CostedCall::mem_release);
   if (CUresult r = ready()) return r;
+  if (CUresult r = check_unsafe_call()) return r;
   std::lock_guard lock(vmm().m);
   auto it = vmm().physical.find(handle);
   if (it == vmm().physical.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
@@ -268,7 +278,9 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 
 CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr,
                              unsigned long long flags) {
+  CallCost counted(CostedCall::mem_address_reserve);
   if (CUresult r = ready()) return r;
+  if (CUresult r = check_unsafe_call()) return r;
   if (ptr == nullptr || flags != 0 || size == 0 || !multiple(size)) return CUDA_ERROR_INVALID_VALUE;
   if (alignment == 0) alignment = kGranularity;
   if ((alignment & (alignment - 1)) != 0 || !multiple(alignment)) return CUDA_ERROR_INVALID_VALUE;
@@ -290,7 +302,9 @@ CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CU
 // "The size must match what was given to memAddressReserve and the ptr given must match
 // what was returned from memAddressReserve." Mappings still inside are dropped with it.
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  CallCost counted(CostedCall::mem_address_free);
   if (CUresult r = ready()) return r;
+  if (CUresult r = check_unsafe_call()) return r;
   Vmm& v = vmm();
   std::lock_guard lock(v.m);
   auto it = v.reservations.find(ptr);
@@ -306,7 +320,9 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
 // inside the allocation; flags must be zero.
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags) {
+  CallCost counted(CostedCall::mem_map);
   if (CUresult r = ready()) return r;
+  if (CUresult r = check_unsafe_call()) return r;
   if (flags != 0 || size == 0 || !multiple(size) || !multiple(offset) || !multiple(ptr))
     return CUDA_ERROR_INVALID_VALUE;
   Vmm& v = vmm();
@@ -340,7 +356,9 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 // "The range must be the entire contiguous address range that was mapped to": whole
 // mappings only, one or several adjacent ones.
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  CallCost counted(CostedCall::mem_unmap);
   if (CUresult r = ready()) return r;
+  if (CUresult r = check_unsafe_call()) return r;
   if (size == 0) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard lock(vmm().m);
   auto covering = mappings_covering(ptr, size);
@@ -350,24 +368,65 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 }
 
 // Every location must be a device the stand-in has and the flags one of cuda.h's; the range
-// must be mapped throughout. The host address is the device address, so the widest access
-// asked for is what the pages get.
+// must be whole mappings. Each mapping keeps what each device was granted (a later call for
+// another device adds to it); the host address is the device address, so the pages get the
+// widest access any device has.
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
+  CallCost counted(CostedCall::mem_set_access);
   if (CUresult r = ready()) return r;
+  if (CUresult r = check_unsafe_call()) return r;
   if (desc == nullptr || count == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
-  int prot = PROT_NONE;
   for (size_t i = 0; i < count; ++i) {
     if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_device(desc[i].location.id))
       return CUDA_ERROR_INVALID_VALUE;
-    switch (desc[i].flags) {
-      case CU_MEM_ACCESS_FLAGS_PROT_NONE: break;
-      case CU_MEM_ACCESS_FLAGS_PROT_READ: prot |= PROT_READ; break;
-      case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: prot |= PROT_READ | PROT_WRITE; break;
-      default: return CUDA_ERROR_INVALID_VALUE;
-    }
+    if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+        desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+      return CUDA_ERROR_INVALID_VALUE;
   }
   std::lock_guard lock(vmm().m);
-  if (mappings_covering(ptr, size).empty()) return CUDA_ERROR_INVALID_VALUE;
-  if (mprotect(reinterpret_cast<void*>(ptr), size, prot) != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto covering = mappings_covering(ptr, size);
+  if (covering.empty()) return CUDA_ERROR_INVALID_VALUE;
+  for (auto it : covering) {
+    Mapping& m = it->second;
+    for (size_t i = 0; i < count; ++i) m.access[desc[i].location.id] = desc[i].flags;
+    int prot = PROT_NONE;
+    for (CUmemAccess_flags f : m.access) {
+      if (f == CU_MEM_ACCESS_FLAGS_PROT_READ) prot |= PROT_READ;
+      if (f == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) prot |= PROT_READ | PROT_WRITE;
+    }
+    if (mprotect(reinterpret_cast<void*>(it->first), m.size, prot) != 0) return CUDA_ERROR_INVALID_VALUE;
+  }
   return CUDA_SUCCESS;
 }
+
+// What `location` may do at ptr: the flags cuMemSetAccess gave that device (none before).
+// ptr must lie in a mapping and location be a device, else CUDA_ERROR_INVALID_VALUE.
+CUresult cuMemGetAccess(unsigned long long* flags, const CUmemLocation* location, CUdeviceptr ptr) {
+  if (CUresult r = ready()) return r;
+  if (flags == nullptr || location == nullptr || location->type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      !valid_device(location->id))
+    return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(vmm().m);
+  auto& ms = vmm().mappings;
+  auto it = ms.upper_bound(ptr);
+  if (it == ms.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  if (ptr - it->first >= it->second.size) return CUDA_ERROR_INVALID_VALUE;
+  *flags = static_cast<unsigned long long>(it->second.access[location->id]);
+  return CUDA_SUCCESS;
+}
+
+namespace luma::fake {
+
+VmmReport vmm_report() {
+  Vmm& v = vmm();
+  std::lock_guard lock(v.m);
+  VmmReport r;
+  for (int d = 0; d < kMaxDevices; ++d) r.physical_bytes[d] = v.physical_bytes[d];
+  r.handles = v.physical.size();
+  r.reservations = v.reservations.size();
+  r.mappings = v.mappings.size();
+  return r;
+}
+
+}  // namespace luma::fake

@@ -212,6 +212,135 @@ TEST_F(FakeVmm, MappedMemoryIsNotFreedByMemFree) {
   ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
 }
 
+// Each page its own handle and mapping, adjacent in one reservation (the way PyTorch's
+// expandable segments grow): a copy or memset may run across the pages as across any
+// contiguous memory, but not past the last mapped one.
+TEST_F(FakeVmm, CopiesRunAcrossAdjacentMappings) {
+  const size_t g = granularity();
+  const CUmemAllocationProp p = prop(0);
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, 4 * g, 0, 0, 0), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle h[3] = {};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(cuMemCreate(&h[i], g, &p, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemMap(va + i * g, g, 0, h[i], 0), CUDA_SUCCESS);
+  }
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = 0;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  ASSERT_EQ(cuMemSetAccess(va, 3 * g, &access, 1), CUDA_SUCCESS);  // one call, three mappings
+  ASSERT_EQ(cuMemsetD8_v2(va + g / 2, 0x5A, 2 * g), CUDA_SUCCESS);
+  std::vector<unsigned char> out(2 * g);
+  ASSERT_EQ(cuMemcpyDtoH_v2(out.data(), va + g / 2, 2 * g), CUDA_SUCCESS);
+  EXPECT_EQ(out.front(), 0x5A);
+  EXPECT_EQ(out[g], 0x5A);
+  EXPECT_EQ(out.back(), 0x5A);
+  EXPECT_EQ(cuMemsetD8_v2(va + 2 * g, 0, g + 1), CUDA_ERROR_INVALID_VALUE);  // into the hole
+  // A pointer query names the mapping (the page) holding the pointer, not the reservation.
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  ASSERT_EQ(cuMemGetAddressRange_v2(&base, &size, va + g + 5), CUDA_SUCCESS);
+  EXPECT_EQ(base, va + g);
+  EXPECT_EQ(size, g);
+  ASSERT_EQ(cuMemUnmap(va, 3 * g), CUDA_SUCCESS);
+  for (CUmemGenericAllocationHandle x : h) ASSERT_EQ(cuMemRelease(x), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressFree(va, 4 * g), CUDA_SUCCESS);
+}
+
+// cuMemSetAccess gives each device named its flags; cuMemGetAccess reads them back per
+// device (none before any grant); a later grant for another device keeps the first.
+TEST_F(FakeVmm, AccessIsKeptPerDevice) {
+  const size_t g = granularity();
+  const CUmemAllocationProp p = prop(0);
+  CUmemGenericAllocationHandle h = 0;
+  ASSERT_EQ(cuMemCreate(&h, g, &p, 0), CUDA_SUCCESS);
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, g, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(va, g, 0, h, 0), CUDA_SUCCESS);
+  CUmemLocation dev0{CU_MEM_LOCATION_TYPE_DEVICE, 0}, dev1{CU_MEM_LOCATION_TYPE_DEVICE, 1};
+  unsigned long long flags = 99;
+  ASSERT_EQ(cuMemGetAccess(&flags, &dev0, va), CUDA_SUCCESS);
+  EXPECT_EQ(flags, unsigned{CU_MEM_ACCESS_FLAGS_PROT_NONE});
+  CUmemAccessDesc access{};
+  access.location = dev0;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  ASSERT_EQ(cuMemSetAccess(va, g, &access, 1), CUDA_SUCCESS);
+  access.location = dev1;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READ;
+  ASSERT_EQ(cuMemSetAccess(va, g, &access, 1), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemGetAccess(&flags, &dev0, va + 100), CUDA_SUCCESS);
+  EXPECT_EQ(flags, unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE});
+  ASSERT_EQ(cuMemGetAccess(&flags, &dev1, va), CUDA_SUCCESS);
+  EXPECT_EQ(flags, unsigned{CU_MEM_ACCESS_FLAGS_PROT_READ});
+  CUmemLocation bad{CU_MEM_LOCATION_TYPE_DEVICE, 42};
+  EXPECT_EQ(cuMemGetAccess(&flags, &bad, va), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemUnmap(va, g), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemGetAccess(&flags, &dev0, va), CUDA_ERROR_INVALID_VALUE);  // nothing mapped
+  ASSERT_EQ(cuMemAddressFree(va, g), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+}
+
+// Every device of the stand-in reaches every other one; none is its own peer.
+TEST_F(FakeVmm, EveryOtherDeviceIsAPeer) {
+  int can = -1;
+  ASSERT_EQ(cuDeviceCanAccessPeer(&can, 1, 0), CUDA_SUCCESS);
+  EXPECT_EQ(can, 1);
+  ASSERT_EQ(cuDeviceCanAccessPeer(&can, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(can, 0);
+  EXPECT_EQ(cuDeviceCanAccessPeer(&can, 0, 42), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuDeviceCanAccessPeer(nullptr, 0, 1), CUDA_ERROR_INVALID_VALUE);
+}
+
+// "Takes a pointer to the base of an existing device memory allocation created with
+// cuMemAlloc" (cuIpcGetMemHandle): mapped memory has no legacy IPC handle.
+TEST_F(FakeVmm, MappedMemoryHasNoLegacyIpcHandle) {
+  const size_t g = granularity();
+  const CUmemAllocationProp p = prop(0);
+  CUmemGenericAllocationHandle h = 0;
+  ASSERT_EQ(cuMemCreate(&h, g, &p, 0), CUDA_SUCCESS);
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, g, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(va, g, 0, h, 0), CUDA_SUCCESS);
+  CUipcMemHandle ipc{};
+  EXPECT_EQ(cuIpcGetMemHandle(&ipc, va), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuIpcGetMemHandle(&ipc, va + 4096), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemUnmap(va, g), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressFree(va, g), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+}
+
+// During a global capture the calls that change memory are refused like cuMemAlloc (not
+// yet observed on a GPU: strict), invalidating the capture; in relaxed mode (the mode an
+// allocator swaps to, as PyTorch does around cudaMalloc) they are answered. Queries are
+// not refused.
+TEST_F(FakeVmm, CallsThatChangeMemoryAreUnsafeInACapture) {
+  const size_t g = granularity();
+  const CUmemAllocationProp p = prop(0);
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  size_t gran = 0;
+  EXPECT_EQ(cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle h = 0;
+  EXPECT_EQ(cuMemCreate(&h, g, &p, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUdeviceptr va = 0;
+  EXPECT_EQ(cuMemAddressReserve(&va, g, 0, 0, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemCreate(&h, g, &p, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressReserve(&va, g, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(va, g, 0, h, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemUnmap(va, g), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressFree(va, g), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  EXPECT_EQ(cuStreamEndCapture(s, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(graph, nullptr);
+  ASSERT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
 TEST_F(FakeVmm, ProcAddressKnowsThePoolAndVmmCalls) {
   void* fn = nullptr;
   CUdriverProcAddressQueryResult st = 0;
