@@ -300,6 +300,7 @@ enum : CUdevice_attribute {
   CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102,
   CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED = 103,
   CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115,
+  CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED = 110,
   CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED = 116,
   CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED = 125,
   CU_DEVICE_ATTRIBUTE_MAX = 148,  // one past the last attribute of CUDA 13.0
@@ -337,6 +338,8 @@ typedef CUresult (*PFN_cuGraphDestroy)(CUgraph hGraph);                         
 typedef CUresult (*PFN_cuDeviceGetAttribute)(int* pi, CUdevice_attribute attrib,
                                              CUdevice dev);              // 2000
 typedef CUresult (*PFN_cuDeviceGetUuid_v2)(CUuuid* uuid, CUdevice dev);  // 11040
+typedef CUresult (*PFN_cuDeviceCanAccessPeer)(int* canAccessPeer, CUdevice dev,
+                                              CUdevice peerDev);  // 4000
 // Host and managed memory.
 typedef CUresult (*PFN_cuMemAllocHost_v2)(void** pp, size_t bytesize);  // 3020
 typedef CUresult (*PFN_cuMemHostAlloc)(void** pp, size_t bytesize, unsigned int Flags);  // 2020

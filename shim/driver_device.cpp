@@ -5,37 +5,62 @@
 #include "driver_device.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "log.h"
 #include "scoped_context.h"
 
 namespace luma::shim {
+namespace {
+
+// luma's own driver calls that allocate or map, made while the program captures a stream
+// (anywhere in the process): in relaxed mode, which no capture forbids (PyTorch does the
+// same around cudaMalloc), then the thread's mode back. Outside a capture: nothing.
+class RelaxedWhileCapturing {
+ public:
+  RelaxedWhileCapturing(const RealDriver& d, const CaptureRegistry& captures) noexcept : d_(d) {
+    if (captures.any() && d_.thread_exchange_capture_mode != nullptr)
+      swapped_ = d_.thread_exchange_capture_mode(&mode_) == CUDA_SUCCESS;
+  }
+  ~RelaxedWhileCapturing() {
+    if (swapped_) d_.thread_exchange_capture_mode(&mode_);
+  }
+  RelaxedWhileCapturing(const RelaxedWhileCapturing&) = delete;
+  RelaxedWhileCapturing& operator=(const RelaxedWhileCapturing&) = delete;
+
+ private:
+  const RealDriver& d_;
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool swapped_ = false;
+};
+
+CUdeviceptr as_dptr(std::uintptr_t p) { return static_cast<CUdeviceptr>(p); }
+
+}  // namespace
+
+void DriverDevice::widen_span(std::uintptr_t base, std::size_t bytes) noexcept {
+  std::uintptr_t lo = lo_.load(std::memory_order_relaxed);
+  while (base < lo && !lo_.compare_exchange_weak(lo, base, std::memory_order_relaxed)) {
+  }
+  std::uintptr_t hi = hi_.load(std::memory_order_relaxed);
+  while (base + bytes > hi && !hi_.compare_exchange_weak(hi, base + bytes, std::memory_order_relaxed)) {
+  }
+}
 
 core::Reservation DriverDevice::reserve(std::size_t bytes) noexcept {
   ScopedContext scope(driver_, ctx_);
   if (!scope.ok()) return core::Reservation::failed(scope.error());
   CUdeviceptr p = 0;
   CUresult r = CUDA_SUCCESS;
-  if (captures_.any() && driver_.thread_exchange_capture_mode != nullptr) {
-    // luma's own reservation, made while the program captures a stream: in relaxed mode,
-    // which no capture forbids (PyTorch does the same), then the thread's mode back.
-    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    const bool swapped = driver_.thread_exchange_capture_mode(&mode) == CUDA_SUCCESS;
-    r = driver_.mem_alloc(&p, bytes);
-    if (swapped) driver_.thread_exchange_capture_mode(&mode);
-  } else {
+  {
+    RelaxedWhileCapturing relaxed(driver_, captures_);
     r = driver_.mem_alloc(&p, bytes);
   }
   if (r == CUDA_SUCCESS) {
     // Widen may_hold's span before the segment can hold a block (the allocator hands none
     // out before this returns).
     const auto base = static_cast<std::uintptr_t>(p);
-    std::uintptr_t lo = lo_.load(std::memory_order_relaxed);
-    while (base < lo && !lo_.compare_exchange_weak(lo, base, std::memory_order_relaxed)) {
-    }
-    std::uintptr_t hi = hi_.load(std::memory_order_relaxed);
-    while (base + bytes > hi && !hi_.compare_exchange_weak(hi, base + bytes, std::memory_order_relaxed)) {
-    }
+    widen_span(base, bytes);
     return {reinterpret_cast<void*>(base), 0};
   }
   if (r == CUDA_ERROR_OUT_OF_MEMORY) return core::Reservation::out_of_memory();
@@ -74,6 +99,279 @@ bool DriverDevice::release(void* base, std::size_t bytes) noexcept {
     return false;
   }
   return true;
+}
+
+// ---- virtual memory (expandable segments) ---------------------------------------------
+
+core::Device::VirtualMemory DriverDevice::virtual_memory() const noexcept {
+  if (!vm_asked_) {
+    vm_ = ask_virtual_memory();
+    vm_asked_ = true;
+  }
+  return vm_;
+}
+
+core::Device::VirtualMemory DriverDevice::ask_virtual_memory() const noexcept {
+  auto none = [this](const char* why, int code) {
+    log_noexcept(spdlog::level::warn,
+                 "expandable_segments: context {} has no virtual memory to use ({}, error {}); "
+                 "its allocations get ordinary segments",
+                 static_cast<void*>(ctx_), why, code);
+    return VirtualMemory{};
+  };
+  const RealDriver& d = driver_;
+  if (d.mem_create == nullptr || d.mem_release == nullptr || d.mem_map == nullptr ||
+      d.mem_unmap == nullptr || d.mem_address_reserve == nullptr || d.mem_address_free == nullptr ||
+      d.mem_set_access == nullptr || d.mem_get_allocation_granularity == nullptr ||
+      d.device_get_attribute == nullptr || d.ctx_get_device == nullptr || d.device_total_mem == nullptr)
+    return none("the driver lacks a virtual memory call", 0);
+  ScopedContext scope(d, ctx_);
+  if (!scope.ok()) return none("the context could not be made current", scope.error());
+  CUdevice dev = -1;
+  if (CUresult r = d.ctx_get_device(&dev); r != CUDA_SUCCESS) return none("cuCtxGetDevice failed", r);
+  int supported = 0;
+  if (CUresult r = d.device_get_attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev);
+      r != CUDA_SUCCESS || supported == 0)
+    return none("the device does not support virtual memory management", r);
+  // GPUDirect RDMA (NCCL, UCX over InfiniBand) reaches cuMemCreate memory only when it
+  // asked for it, where the device allows that (cuda.h, CUmemAllocationProp::allocFlags).
+  int rdma = 0;
+  gpu_direct_rdma_ = d.device_get_attribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+                                            dev) == CUDA_SUCCESS &&
+                     rdma != 0;
+  device_ = dev;
+  const CUmemAllocationProp prop = page_prop();
+  std::size_t page = 0;
+  if (CUresult r = d.mem_get_allocation_granularity(&page, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+      r != CUDA_SUCCESS)
+    return none("cuMemGetAllocationGranularity failed", r);
+  if (page < 512 || (page & (page - 1)) != 0) return none("the granularity is not a power of two", 0);
+  std::size_t total = 0;
+  if (CUresult r = d.device_total_mem(&total, dev); r != CUDA_SUCCESS || total == 0)
+    return none("cuDeviceTotalMem failed", r);
+  try {
+    // Read-write for the device, and for every device that can reach it as a peer: memory
+    // from cuMemAlloc is open to a peer once the program enabled peer access, virtual
+    // memory only to the devices cuMemSetAccess names (docs/cuda-facts.md).
+    access_.clear();
+    CUmemAccessDesc own{};
+    own.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    own.location.id = dev;
+    own.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    access_.push_back(own);
+    int count = 0;
+    if (d.device_can_access_peer != nullptr && d.device_get_count != nullptr &&
+        d.device_get_count(&count) == CUDA_SUCCESS) {
+      for (CUdevice other = 0; other < count; ++other) {
+        int can = 0;
+        if (other == dev || d.device_can_access_peer(&can, other, dev) != CUDA_SUCCESS || can == 0) continue;
+        CUmemAccessDesc peer = own;
+        peer.location.id = other;
+        access_.push_back(peer);
+      }
+    }
+  } catch (...) {
+    return none("no host memory", 0);
+  }
+  // The device's memory and an eighth more, so that pages unmapped in the middle can be
+  // mapped again at the end (PyTorch reserves the same).
+  const std::size_t want = total + total / 8;
+  VirtualMemory vm;
+  vm.page = page;
+  vm.address_space = (want + page - 1) / page * page;
+  log_noexcept(spdlog::level::info,
+               "expandable_segments: device {}: pages of {} bytes, {} bytes of address space per "
+               "pool, access for {} peer device(s)",
+               dev, page, vm.address_space, access_.size() - 1);
+  return vm;
+}
+
+CUmemAllocationProp DriverDevice::page_prop() const noexcept {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device_;
+  prop.allocFlags.gpuDirectRDMACapable = gpu_direct_rdma_ ? 1 : 0;
+  return prop;
+}
+
+void DriverDevice::vm_error(const char* call, std::size_t bytes, CUresult r) noexcept {
+  ++driver_errors_;
+  log_noexcept(spdlog::level::warn, "{} for an expandable segment ({} bytes) failed with error {}", call,
+               bytes, static_cast<int>(r));
+}
+
+core::Reservation DriverDevice::reserve_address(std::size_t bytes) noexcept {
+  const std::size_t page = virtual_memory().page;
+  if (page == 0 || bytes == 0 || bytes % page != 0) return core::Reservation::failed(CUDA_ERROR_INVALID_VALUE);
+  try {
+    ranges_.reserve(ranges_.size() + 1);  // keeping the range after the driver's yes cannot fail
+  } catch (...) {
+    return core::Reservation::out_of_memory();
+  }
+  RelaxedWhileCapturing relaxed(driver_, captures_);
+  ScopedContext scope(driver_, ctx_);
+  if (!scope.ok()) return core::Reservation::failed(scope.error());
+  CUdeviceptr p = 0;
+  const CUresult r = driver_.mem_address_reserve(&p, bytes, page, 0, 0);
+  if (r == CUDA_SUCCESS) {
+    // The whole range lies in may_hold's span before any block of it exists: a free of a
+    // block outside the span would go to the driver.
+    const auto base = static_cast<std::uintptr_t>(p);
+    widen_span(base, bytes);
+    ranges_.emplace_back(base, bytes);
+    return {reinterpret_cast<void*>(base), 0};
+  }
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) return core::Reservation::out_of_memory();
+  vm_error("cuMemAddressReserve", bytes, r);
+  return core::Reservation::failed(static_cast<int>(r));
+}
+
+bool DriverDevice::release_address(void* base, std::size_t bytes) noexcept {
+  if (capture_underway()) return false;
+  const auto b = reinterpret_cast<std::uintptr_t>(base);
+  const auto range = std::find(ranges_.begin(), ranges_.end(), std::pair{b, bytes});
+  const auto mapped = std::lower_bound(pages_.begin(), pages_.end(), std::pair{b, CUmemGenericAllocationHandle{0}});
+  if (range == ranges_.end() || (mapped != pages_.end() && mapped->first < b + bytes)) {
+    log_noexcept(spdlog::level::err, "internal error: release_address({}, {}) is no reserved range without pages",
+                 base, bytes);
+    return false;
+  }
+  RelaxedWhileCapturing relaxed(driver_, captures_);
+  ScopedContext scope(driver_, ctx_);
+  const CUresult r = driver_.mem_address_free(as_dptr(b), bytes);
+  if (r != CUDA_SUCCESS) {
+    vm_error("cuMemAddressFree", bytes, r);
+    return false;
+  }
+  ranges_.erase(range);
+  return true;
+}
+
+core::Reservation DriverDevice::map_pages(void* addr, std::size_t bytes) noexcept {
+  const std::size_t page = virtual_memory().page;
+  const auto base = reinterpret_cast<std::uintptr_t>(addr);
+  const auto at = std::lower_bound(pages_.begin(), pages_.end(), std::pair{base, CUmemGenericAllocationHandle{0}});
+  const bool overlaps = (at != pages_.end() && at->first < base + bytes) ||
+                        (at != pages_.begin() && std::prev(at)->first + page > base);
+  if (page == 0 || bytes == 0 || bytes % page != 0 || base % page != 0 || overlaps) {
+    log_noexcept(spdlog::level::err, "internal error: map_pages({}, {}) is not a run of unmapped pages",
+                 addr, bytes);
+    return core::Reservation::failed(CUDA_ERROR_INVALID_VALUE);
+  }
+  const std::size_t n = bytes / page;
+  const auto pos = static_cast<std::size_t>(at - pages_.begin());
+  try {
+    pages_.reserve(pages_.size() + n);  // keeping the handles after the driver's yes cannot fail
+  } catch (...) {
+    return core::Reservation::out_of_memory();
+  }
+  pages_.insert(pages_.begin() + static_cast<std::ptrdiff_t>(pos), n, {0, 0});
+  RelaxedWhileCapturing relaxed(driver_, captures_);
+  ScopedContext scope(driver_, ctx_);
+  CUresult r = scope.ok() ? CUDA_SUCCESS : static_cast<CUresult>(scope.error());
+  const char* call = "cuCtxPushCurrent";
+  const CUmemAllocationProp prop = page_prop();
+  std::size_t done = 0;
+  // One handle per page, so that any page can be unmapped alone later (cuMemUnmap takes
+  // whole mappings only), and one cuMemSetAccess for the whole run.
+  for (; r == CUDA_SUCCESS && done < n; ++done) {
+    const std::uintptr_t p = base + done * page;
+    CUmemGenericAllocationHandle h = 0;
+    r = driver_.mem_create(&h, page, &prop, 0);
+    call = "cuMemCreate";
+    if (r != CUDA_SUCCESS) break;
+    r = driver_.mem_map(as_dptr(p), page, 0, h, 0);
+    call = "cuMemMap";
+    if (r != CUDA_SUCCESS) {
+      driver_.mem_release(h);
+      break;
+    }
+    pages_[pos + done] = {p, h};
+  }
+  if (r == CUDA_SUCCESS) {
+    r = driver_.mem_set_access(as_dptr(base), bytes, access_.data(), access_.size());
+    call = "cuMemSetAccess";
+    if (r == CUDA_SUCCESS) return {addr, 0};
+  }
+  // All or nothing: what was mapped goes back.
+  for (std::size_t i = 0; i < done; ++i) {
+    driver_.mem_unmap(as_dptr(pages_[pos + i].first), page);
+    driver_.mem_release(pages_[pos + i].second);
+  }
+  pages_.erase(pages_.begin() + static_cast<std::ptrdiff_t>(pos),
+               pages_.begin() + static_cast<std::ptrdiff_t>(pos + n));
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) return core::Reservation::out_of_memory();
+  vm_error(call, bytes, r);
+  return core::Reservation::failed(static_cast<int>(r));
+}
+
+std::size_t DriverDevice::unmap_run(std::size_t first, std::size_t n) noexcept {
+  const std::size_t page = vm_.page;
+  std::size_t done = 0;
+  for (; done < n; ++done) {
+    const auto [p, h] = pages_[first + done];
+    if (CUresult r = driver_.mem_unmap(as_dptr(p), page); r != CUDA_SUCCESS) {
+      vm_error("cuMemUnmap", page, r);
+      break;
+    }
+    // Unmapped, the page is gone from the allocator's memory whatever cuMemRelease says
+    // (a handle the driver keeps is counted, not retried).
+    if (CUresult r = driver_.mem_release(h); r != CUDA_SUCCESS) vm_error("cuMemRelease", page, r);
+  }
+  pages_.erase(pages_.begin() + static_cast<std::ptrdiff_t>(first),
+               pages_.begin() + static_cast<std::ptrdiff_t>(first + done));
+  return done;
+}
+
+bool DriverDevice::unmap_pages(void* addr, std::size_t bytes) noexcept {
+  // While this context captures, the memory stays (as release() keeps segments): cuda.h
+  // marks cuMemUnmap synchronous, and a graph being captured may name these pages.
+  if (capture_underway()) return false;
+  const std::size_t page = vm_.page;
+  const auto base = reinterpret_cast<std::uintptr_t>(addr);
+  const auto at = std::lower_bound(pages_.begin(), pages_.end(), std::pair{base, CUmemGenericAllocationHandle{0}});
+  const std::size_t pos = static_cast<std::size_t>(at - pages_.begin());
+  const std::size_t n = page == 0 ? 0 : bytes / page;
+  bool run = page != 0 && bytes != 0 && bytes % page == 0 && pos + n <= pages_.size();
+  for (std::size_t i = 0; run && i < n; ++i) run = pages_[pos + i].first == base + i * page;
+  if (!run) {
+    log_noexcept(spdlog::level::err, "internal error: unmap_pages({}, {}) is not a run of mapped pages",
+                 addr, bytes);
+    return false;
+  }
+  RelaxedWhileCapturing relaxed(driver_, captures_);
+  ScopedContext scope(driver_, ctx_);
+  const std::size_t done = unmap_run(pos, n);
+  if (done == n) return true;
+  // The driver refused a page: the pages before it are gone, and the allocator keeps the
+  // whole run as memory. Back them again, or say plainly what is lost.
+  if (done > 0 && map_pages(addr, done * page).base == nullptr)
+    log_noexcept(spdlog::level::err,
+                 "expandable_segments: {} bytes at {} were unmapped but could not be mapped again; "
+                 "a block placed there will fault",
+                 done * page, addr);
+  return false;
+}
+
+void DriverDevice::give_back_virtual_memory() noexcept {
+  if (pages_.empty() && ranges_.empty()) return;
+  // No context to make current (it is destroyed): these calls name addresses and handles
+  // only. A driver that freed the memory with the context answers errors, counted here.
+  RelaxedWhileCapturing relaxed(driver_, captures_);
+  std::size_t refused = 0;
+  for (const auto& [p, h] : pages_) {
+    refused += driver_.mem_unmap(as_dptr(p), vm_.page) != CUDA_SUCCESS;
+    refused += driver_.mem_release(h) != CUDA_SUCCESS;
+  }
+  for (const auto& [b, bytes] : ranges_) refused += driver_.mem_address_free(as_dptr(b), bytes) != CUDA_SUCCESS;
+  log_noexcept(spdlog::level::info,
+               "context {} was destroyed: gave back {} pages and {} address ranges of expandable "
+               "segments ({} calls refused)",
+               static_cast<void*>(ctx_), pages_.size(), ranges_.size(), refused);
+  pages_.clear();
+  ranges_.clear();
 }
 
 // The fence slots (fence_slots.h) do the work: what is left here is the policy. A token is

@@ -3,7 +3,11 @@
 // the context's work (free_sync:event; the pool: fence_slots.h; the events: context_fence.h,
 // one cuCtxRecordEvent, or stream by stream on older drivers), or nothing (free_sync:none),
 // or a cuCtxSynchronize at free time (free_sync:device). docs/architecture.md, "Fences with
-// many streams", has the design.
+// many streams", has the design. Expandable segments (the virtual memory part of
+// core/base/device.h) are address ranges from cuMemAddressReserve backed page by page: one
+// cuMemCreate handle per page, so that any page can be unmapped alone, and one
+// cuMemSetAccess per mapping call for the context's device and every device that can reach
+// it as a peer (docs/cuda-facts.md, "Virtual memory").
 //
 // Called only with the owning allocator's lock held (core/base/device.h), so it keeps its pools
 // without a lock of its own. Must never call luma's hooks, never throw, and never report a
@@ -13,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "settings/config.h"
@@ -42,6 +47,27 @@ class DriverDevice final : public core::Device {
     return a >= lo_.load(std::memory_order_relaxed) && a < hi_.load(std::memory_order_relaxed);
   }
   bool release(void* base, std::size_t bytes) noexcept override;
+
+  // Virtual memory (core/base/device.h). virtual_memory() asks the driver once: the
+  // minimum granularity of pinned memory on the context's device, and an address range of
+  // the device's memory and an eighth more (as PyTorch reserves). Page 0 when the driver
+  // lacks any of it (one log line; the allocator then makes ordinary segments).
+  VirtualMemory virtual_memory() const noexcept override;
+  // During a capture in any context luma's own calls run in relaxed capture mode, as
+  // reserve()'s do; unmapping and giving address space back wait until no capture is
+  // underway in this context, as release() does (the allocator keeps the memory).
+  core::Reservation reserve_address(std::size_t bytes) noexcept override;
+  bool release_address(void* base, std::size_t bytes) noexcept override;
+  core::Reservation map_pages(void* addr, std::size_t bytes) noexcept override;
+  bool unmap_pages(void* addr, std::size_t bytes) noexcept override;
+  // The context is gone (after the allocator's drop_device_memory()): unmaps and releases
+  // every page and frees every address range this device still holds. Whether the driver
+  // frees virtual memory with a context is not documented; the stand-in keeps it, and a
+  // driver that freed it answers an error, which is then ignored.
+  void give_back_virtual_memory() noexcept;
+  // Pages mapped and address ranges reserved now (tests, the log).
+  std::size_t mapped_pages() const noexcept { return pages_.size(); }
+  std::size_t address_ranges() const noexcept { return ranges_.size(); }
 
   core::Fence record_fence() noexcept override;
   // free_sync:event batches frees into epochs closed by one fence (recording it after the
@@ -89,6 +115,17 @@ class DriverDevice final : public core::Device {
   // synchronizes nothing there, and releases no segment.
   bool capture_underway() const noexcept { return slots_.capturing(); }
   bool exported(const void* base) noexcept;
+  // Widens may_hold's span to [base, base + bytes).
+  void widen_span(std::uintptr_t base, std::size_t bytes) noexcept;
+  // Asks the driver what virtual_memory() answers (called once).
+  VirtualMemory ask_virtual_memory() const noexcept;
+  // Unmaps and releases the n pages at `first` (all in pages_, in order); the number
+  // unmapped (n unless the driver refused one: that page and the rest stay mapped).
+  std::size_t unmap_run(std::size_t first, std::size_t n) noexcept;
+  // What cuMemCreate makes: one page of pinned memory on the context's device.
+  CUmemAllocationProp page_prop() const noexcept;
+  // Logs a failed driver call of the virtual memory part (and counts it).
+  void vm_error(const char* call, std::size_t bytes, CUresult r) noexcept;
 
   const RealDriver& driver_;
   CUcontext ctx_;
@@ -102,6 +139,18 @@ class DriverDevice final : public core::Device {
   std::vector<const void*> exported_;     // segment bases a peer may have mapped
   ContextFence cover_;  // fence_batch_blocks() reads what the last record took
   std::uint64_t driver_errors_ = 0;
+  // Virtual memory: asked once (under the allocator's lock, like every method), then the
+  // answer, the context's device, and what cuMemSetAccess grants (that device and its
+  // peers, read-write).
+  mutable bool vm_asked_ = false;
+  mutable VirtualMemory vm_{};
+  mutable CUdevice device_ = -1;
+  mutable std::vector<CUmemAccessDesc> access_;
+  mutable bool gpu_direct_rdma_ = false;  // cuMemCreate may ask for GPUDirect RDMA
+  // Every mapped page (its address and handle), sorted by address: unmap_pages finds a
+  // run with a binary search. Every reserved address range (base, bytes).
+  std::vector<std::pair<std::uintptr_t, CUmemGenericAllocationHandle>> pages_;
+  std::vector<std::pair<std::uintptr_t, std::size_t>> ranges_;
   // Fence tokens are this pool's; free_sync:device records no event (a fence is only taken
   // in a capture, and completed by a synchronization after it).
   FenceSlots slots_{driver_, ctx_, streams_, captures_, cover_,

@@ -27,7 +27,8 @@
 // 11.2; the virtual memory calls (cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap) in 10.2; cuMemAllocManaged in 6.0; cuMemHostAlloc in
 // 2.2 and cuMemFreeHost in 2.0 (one ABI each); cuMemAllocHost's _v2 in 3.2; cuGetProcAddress
 // in 11.3 and its _v2 ABI (symbolStatus) in 12.0;
-// cuIpcGetMemHandle in 4.1; stream capture in 10.0 (global mode only) and its _v2 ABI with a
+// cuIpcGetMemHandle in 4.1; cuMemGetAddressRange's _v2 in 3.2, cuPointerGetAttribute in 4.0 and
+// cuPointerGetAttributes in 7.0 (one ABI each); stream capture in 10.0 (global mode only) and its _v2 ABI with a
 // mode, with cuThreadExchangeStreamCaptureMode, in 10.1. The calls that change a thread's
 // current context (current_context.h): cuCtxSetCurrent and the _v2 ABIs of
 // cuCtxPushCurrent/cuCtxPopCurrent in 4.0, cuCtxCreate's _v2 in 3.2, _v3 (execution
@@ -69,6 +70,9 @@
   X(mem_host_alloc, cuMemHostAlloc, "cuMemHostAlloc", 2020, 0, PFN_cuMemHostAlloc, legacy, "cuMemHostAlloc") \
   X(mem_free_host, cuMemFreeHost, "cuMemFreeHost", 2000, 0, PFN_cuMemFreeHost, legacy, "cuMemFreeHost") \
   X(ipc_get_mem_handle, cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, 0, PFN_cuIpcGetMemHandle, legacy, "cuIpcGetMemHandle") \
+  X(mem_get_address_range, cuMemGetAddressRange_v2, "cuMemGetAddressRange", 3020, 0, PFN_cuMemGetAddressRange_v2, legacy, "cuMemGetAddressRange") \
+  X(pointer_get_attribute, cuPointerGetAttribute, "cuPointerGetAttribute", 4000, 0, PFN_cuPointerGetAttribute, legacy, "cuPointerGetAttribute") \
+  X(pointer_get_attributes, cuPointerGetAttributes, "cuPointerGetAttributes", 7000, 0, PFN_cuPointerGetAttributes, legacy, "cuPointerGetAttributes") \
   X(stream_begin_capture_v1, cuStreamBeginCapture, "cuStreamBeginCapture", 10000, 10010, PFN_cuStreamBeginCapture_v1, legacy, "cuStreamBeginCapture") \
   X(stream_begin_capture_v1_ptsz, cuStreamBeginCapture_ptsz, "cuStreamBeginCapture_ptsz", 10000, 10010, PFN_cuStreamBeginCapture_v1, per_thread, "cuStreamBeginCapture") \
   X(stream_begin_capture, cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, 0, PFN_cuStreamBeginCapture_v2, legacy, "cuStreamBeginCapture") \
@@ -90,7 +94,10 @@
 //   X(id, driver_name, version, pfn) - resolved with cuGetProcAddress_v2 at that ABI
 //   (legacy default stream); versions as cuda.h declares them. cuCtxRecordEvent came in
 //   12.5 (PFN_cuCtxRecordEvent_v12050): older drivers do not have it, and fences then go
-//   stream by stream (context_fence.h).
+//   stream by stream (context_fence.h). Expandable segments (driver_device.h) reserve,
+//   map and grant access with the virtual memory calls of 10.2 (cuMemCreate, cuMemRelease,
+//   cuMemMap and cuMemUnmap are hooks above: luma calls their real functions), and ask
+//   cuDeviceCanAccessPeer (4.0) which devices to grant.
 #define LUMA_DRIVER_CALLS(X) \
   X(ctx_get_current, "cuCtxGetCurrent", 4000, PFN_cuCtxGetCurrent) \
   X(ctx_get_device, "cuCtxGetDevice", 2000, PFN_cuCtxGetDevice) \
@@ -108,5 +115,11 @@
   X(device_total_mem, "cuDeviceTotalMem", 3020, PFN_cuDeviceTotalMem_v2) \
   X(stream_is_capturing, "cuStreamIsCapturing", 10000, PFN_cuStreamIsCapturing) \
   X(stream_query, "cuStreamQuery", 2000, PFN_cuStreamQuery) \
-  X(ctx_record_event, "cuCtxRecordEvent", 12050, PFN_cuCtxRecordEvent)
+  X(ctx_record_event, "cuCtxRecordEvent", 12050, PFN_cuCtxRecordEvent) \
+  X(device_get_attribute, "cuDeviceGetAttribute", 2000, PFN_cuDeviceGetAttribute) \
+  X(device_can_access_peer, "cuDeviceCanAccessPeer", 4000, PFN_cuDeviceCanAccessPeer) \
+  X(mem_get_allocation_granularity, "cuMemGetAllocationGranularity", 10020, PFN_cuMemGetAllocationGranularity) \
+  X(mem_address_reserve, "cuMemAddressReserve", 10020, PFN_cuMemAddressReserve) \
+  X(mem_address_free, "cuMemAddressFree", 10020, PFN_cuMemAddressFree) \
+  X(mem_set_access, "cuMemSetAccess", 10020, PFN_cuMemSetAccess)
 // clang-format on

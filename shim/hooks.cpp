@@ -206,6 +206,24 @@ LUMA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr
                                                            serve_ipc_get_mem_handle, pHandle, dptr);
 }
 
+// Pointer queries: the driver's answer, except for the range (and buffer id) of a block of
+// an expandable segment, which the driver would give as one page (serve.h).
+LUMA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+  return serve_or_forward<&RealDriver::mem_get_address_range>(
+      "cuMemGetAddressRange_v2", serve_mem_get_address_range, pbase, psize, dptr);
+}
+
+LUMA_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  return serve_or_forward<&RealDriver::pointer_get_attribute>(
+      "cuPointerGetAttribute", serve_pointer_get_attribute, data, attribute, ptr);
+}
+
+LUMA_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes,
+                                            void** data, CUdeviceptr ptr) {
+  return serve_or_forward<&RealDriver::pointer_get_attributes>(
+      "cuPointerGetAttributes", serve_pointer_get_attributes, numAttributes, attributes, data, ptr);
+}
+
 // ---- stream capture (CUDA graphs): luma must know what a capture forbids --------------
 
 LUMA_EXPORT CUresult cuStreamBeginCapture(CUstream hStream) {

@@ -293,6 +293,7 @@ void retire_entry(State& s, ContextEntry* e) noexcept {
   e->allocator.drop_device_memory();
   if (e->limited != nullptr) e->limited->forget_reserved();  // the budget gets it back
   e->driver_device.forget_events();
+  e->driver_device.give_back_virtual_memory();
   if (s.host_cache != nullptr) s.host_cache->forget_context(e->ctx);
   s.streams.remove_context(e->ctx);
   s.contexts.retire(e);
@@ -471,6 +472,21 @@ CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total) {
 CUresult serve_ipc_get_mem_handle(State& s, CUipcMemHandle* handle, CUdeviceptr dptr) {
   core::SegmentRange segment;
   ContextEntry* e = owner_of(s, as_ptr(dptr), &segment);
+  if (e != nullptr && segment.expandable) {
+    // Virtual memory has no legacy IPC handle (cuda.h, cuIpcGetMemHandle: memory "created
+    // with cuMemAlloc"): the driver's refusal is the right answer, and nothing is exported,
+    // so the pages stay free to be unmapped. Said once per process, with the way out.
+    const CUresult r = s.driver.ipc_get_mem_handle(handle, dptr);
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true, std::memory_order_relaxed))
+      log_noexcept(spdlog::level::warn,
+                   "cuIpcGetMemHandle({}): the block lies in an expandable segment, virtual memory "
+                   "that legacy IPC cannot export (the driver answered {}); LUMA_CONF=ipc_own_segment:SIZE "
+                   "gives allocations of SIZE or more a segment of their own from cuMemAlloc, "
+                   "exportable, or expandable_segments:0 turns expandable segments off",
+                   as_ptr(dptr), static_cast<int>(r));
+    return r;
+  }
   // A block's own segment is the program's allocation, exactly as the driver would have
   // made it: its free goes back to the driver as the program's own cuMemFree would.
   if (e != nullptr && !segment.own) {
@@ -489,6 +505,67 @@ CUresult serve_ipc_get_mem_handle(State& s, CUipcMemHandle* handle, CUdeviceptr 
                    segment.size);
   }
   return s.driver.ipc_get_mem_handle(handle, dptr);
+}
+
+namespace {
+
+// The live block of an expandable segment holding ptr, and its entry; nullptr for any
+// other pointer (and at once while expandable segments are off: the common case costs one
+// load).
+ContextEntry* expandable_block(State& s, CUdeviceptr ptr, core::SegmentRange* block) noexcept {
+  if (!s.settings.core.allocator.expandable_segments) return nullptr;
+  core::SegmentRange segment;
+  ContextEntry* e = owner_of(s, as_ptr(ptr), &segment);
+  if (e == nullptr || !segment.expandable || !e->allocator.block_of(as_ptr(ptr), block)) return nullptr;
+  return e;
+}
+
+}  // namespace
+
+CUresult serve_mem_get_address_range(State& s, CUdeviceptr* pbase, std::size_t* psize, CUdeviceptr dptr) {
+  core::SegmentRange block;
+  if (expandable_block(s, dptr, &block) == nullptr) return s.driver.mem_get_address_range(pbase, psize, dptr);
+  // Both out-pointers are optional (cuda.h: "If one of them is NULL, it is ignored").
+  if (pbase != nullptr) *pbase = as_dptr(block.base);
+  if (psize != nullptr) *psize = block.size;
+  return CUDA_SUCCESS;
+}
+
+CUresult serve_pointer_get_attribute(State& s, void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  const bool range = attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
+                     attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE;
+  core::SegmentRange block;
+  if ((!range && attribute != CU_POINTER_ATTRIBUTE_BUFFER_ID) || data == nullptr ||
+      expandable_block(s, ptr, &block) == nullptr)
+    return s.driver.pointer_get_attribute(data, attribute, ptr);
+  if (attribute == CU_POINTER_ATTRIBUTE_BUFFER_ID)
+    return s.driver.pointer_get_attribute(data, attribute, as_dptr(block.base));
+  if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+    *static_cast<CUdeviceptr*>(data) = as_dptr(block.base);
+  else
+    *static_cast<std::size_t*>(data) = block.size;
+  return CUDA_SUCCESS;
+}
+
+CUresult serve_pointer_get_attributes(State& s, unsigned count, CUpointer_attribute* attributes,
+                                      void** data, CUdeviceptr ptr) {
+  const CUresult r = s.driver.pointer_get_attributes(count, attributes, data, ptr);
+  core::SegmentRange block;
+  if (r != CUDA_SUCCESS || attributes == nullptr || data == nullptr ||
+      expandable_block(s, ptr, &block) == nullptr)
+    return r;
+  for (unsigned i = 0; i < count; ++i) {
+    if (data[i] == nullptr) continue;
+    switch (attributes[i]) {
+      case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data[i]) = as_dptr(block.base); break;
+      case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<std::size_t*>(data[i]) = block.size; break;
+      case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        (void)s.driver.pointer_get_attribute(data[i], CU_POINTER_ATTRIBUTE_BUFFER_ID, as_dptr(block.base));
+        break;
+      default: break;
+    }
+  }
+  return r;
 }
 
 // ---- observers -------------------------------------------------------------------------

@@ -35,6 +35,16 @@ CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total);
 // cuIpcGetMemHandle: the driver exports the whole allocation, a luma segment; luma keeps
 // that segment from the driver for good and says so when the block is not its start.
 CUresult serve_ipc_get_mem_handle(State& s, CUipcMemHandle* handle, CUdeviceptr dptr);
+// Pointer queries. The driver describes a luma block as the allocation it lies in: for an
+// ordinary segment that is the segment (docs/architecture.md, "Pointer queries and IPC"),
+// but for a block of an expandable segment it would be the one page (a cuMemCreate handle)
+// holding the pointer, which need not hold the block. There luma answers the range itself
+// - the block, whatever byte of it is asked about - and the buffer id of the block's first
+// byte; every other attribute, and every other pointer, gets the driver's answer.
+CUresult serve_mem_get_address_range(State& s, CUdeviceptr* pbase, std::size_t* psize, CUdeviceptr dptr);
+CUresult serve_pointer_get_attribute(State& s, void* data, CUpointer_attribute attribute, CUdeviceptr ptr);
+CUresult serve_pointer_get_attributes(State& s, unsigned count, CUpointer_attribute* attributes,
+                                      void** data, CUdeviceptr ptr);
 
 // ---- pinned host memory (host_cache_serve.cpp): the cache when it is on, else forwarded ----
 // and counted. `real` of cuMemAllocHost is the program's ABI, asked on a miss.

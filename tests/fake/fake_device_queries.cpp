@@ -60,6 +60,7 @@ namespace {
   X(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1)                   \
   X(HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1)           \
   X(MEMORY_POOLS_SUPPORTED, 1)                                \
+  X(GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, 1)               \
   X(GPU_DIRECT_RDMA_SUPPORTED, 1)                             \
   X(IPC_EVENT_SUPPORTED, 1)
 

@@ -45,13 +45,23 @@ TEST(ProcAddress, GetProcAddressAbiFollowsTheVersion) {
   EXPECT_EQ(hook_for_request("cuGetProcAddress", 13000), Hook::get_proc_address_v2);
 }
 
-// Pointer queries describe the driver's allocation (a luma segment), as the driver alone
-// does, so range, IPC handle and buffer id agree (docs/architecture.md): not hooked.
 TEST(ProcAddress, NamesLumaDoesNotServeAreForwarded) {
-  for (const char* name : {"cuInit", "cuMemGetAddressRange", "cuPointerGetAttribute",
-                           "cuMemAlloc_v2", "", "cuMemAddressReserve", "cuMemSetAccess",
-                           "cuMemPoolCreate", "cuCtxSynchronize"})
+  for (const char* name : {"cuInit", "cuMemAlloc_v2", "", "cuMemAddressReserve", "cuMemSetAccess",
+                           "cuMemPoolCreate", "cuCtxSynchronize", "cuMemGetAccess"})
     EXPECT_EQ(hook_for_request(name, 13000), Hook::none) << name;
+}
+
+// Pointer queries are hooked for the range of a block of an expandable segment (the driver
+// would name one page of it; serve.h), from the ABI luma implements: cuMemGetAddressRange's
+// 64-bit _v2 (3020), cuPointerGetAttribute (4000), cuPointerGetAttributes (7000). The
+// 32-bit cuMemGetAddressRange is forwarded.
+TEST(ProcAddress, PointerQueriesAreHookedFromTheirVersion) {
+  EXPECT_EQ(hook_for_request("cuMemGetAddressRange", 3020), Hook::mem_get_address_range);
+  EXPECT_EQ(hook_for_request("cuMemGetAddressRange", 2000), Hook::none);
+  EXPECT_EQ(hook_for_request("cuPointerGetAttribute", 4000), Hook::pointer_get_attribute);
+  EXPECT_EQ(hook_for_request("cuPointerGetAttributes", 7000), Hook::pointer_get_attributes);
+  EXPECT_EQ(hook_for_request("cuPointerGetAttributes", 6050), Hook::none);
+  EXPECT_EQ(hook_for_symbol("cuMemGetAddressRange_v2"), Hook::mem_get_address_range);
 }
 
 // The driver's pools, managed and pinned host memory are forwarded by luma's own functions,

@@ -1,0 +1,188 @@
+// driver_device_test.cpp - the virtual memory part of shim::DriverDevice (expandable
+// segments: core/base/device.h) over the stand-in driver, linked in: the stand-in's soname
+// is libcuda.so.1, so the shim's own dlopen finds this same library and its control API.
+// What the allocator relies on: the page and the address space asked once, each page its own
+// handle, access for the device and its peers, all or nothing, nothing unmapped or given
+// back while the context captures, may_hold covering the whole reserved range.
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "capture_registry.h"
+#include "driver_device.h"
+#include "fake_control.h"
+#include "fake_driver_api.h"
+#include "real_driver.h"
+#include "stream_registry.h"
+
+namespace luma::shim {
+
+// This program has no dlsym of luma's (dlsym_hook.cpp is not linked): glibc's is the one.
+DlsymFn real_dlsym() noexcept { return &::dlsym; }
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+class DriverDeviceVm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+    luma_fake_reset();
+    ASSERT_TRUE(load_real_driver(driver_));
+    ASSERT_EQ(cuDevicePrimaryCtxRetain(&ctx_, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxSetCurrent(ctx_), CUDA_SUCCESS);
+    device_ = std::make_unique<DriverDevice>(driver_, ctx_, core::FreeSync::event, streams_, captures_);
+  }
+  void TearDown() override {
+    device_.reset();
+    luma_fake_reset();
+  }
+  static unsigned long long access(int device, void* p) {
+    CUmemLocation where{CU_MEM_LOCATION_TYPE_DEVICE, device};
+    unsigned long long flags = 99;
+    return cuMemGetAccess(&flags, &where, reinterpret_cast<CUdeviceptr>(p)) == CUDA_SUCCESS ? flags : 99;
+  }
+  static CUdeviceptr at(void* base, std::size_t offset) {
+    return reinterpret_cast<CUdeviceptr>(base) + offset;
+  }
+
+  RealDriver driver_;
+  CUcontext ctx_ = nullptr;
+  StreamRegistry streams_;
+  CaptureRegistry captures_;
+  std::unique_ptr<DriverDevice> device_;
+};
+
+// The stand-in's granularity (2 MiB, as an H200's) and its capacity plus an eighth,
+// rounded up to the page; the same answer every time.
+TEST_F(DriverDeviceVm, PageIsTheGranularityAndTheAddressSpaceTheMemoryAndAnEighth) {
+  const core::Device::VirtualMemory vm = device_->virtual_memory();
+  EXPECT_EQ(vm.page, 2 * kMiB);
+  std::size_t total = 0;
+  ASSERT_EQ(cuDeviceTotalMem_v2(&total, 0), CUDA_SUCCESS);
+  const std::size_t want = (total + total / 8 + vm.page - 1) / vm.page * vm.page;
+  EXPECT_EQ(vm.address_space, want);
+  EXPECT_GE(vm.address_space, total + total / 8);
+  EXPECT_EQ(device_->virtual_memory().address_space, vm.address_space);
+}
+
+// A reserved range lies in may_hold's span from end to end before any page is mapped; pages
+// mapped in one call are each their own mapping (one can be unmapped alone), readable and
+// writable by the device and by its peer, with copies across them.
+TEST_F(DriverDeviceVm, PagesAreMappedOneHandleEachWithAccessForThePeers) {
+  const std::size_t page = device_->virtual_memory().page;
+  const core::Reservation range = device_->reserve_address(8 * page);
+  ASSERT_NE(range.base, nullptr) << range.error;
+  auto* base = static_cast<char*>(range.base);
+  EXPECT_TRUE(device_->may_hold(base));
+  EXPECT_TRUE(device_->may_hold(base + 8 * page - 1));
+  EXPECT_FALSE(device_->may_hold(base + 8 * page));
+  EXPECT_EQ(device_->address_ranges(), 1u);
+
+  const core::Reservation mapped = device_->map_pages(base + page, 3 * page);
+  ASSERT_EQ(mapped.base, base + page) << mapped.error;
+  EXPECT_EQ(device_->mapped_pages(), 3u);
+  for (std::size_t i = 1; i <= 3; ++i) {
+    EXPECT_EQ(access(0, base + i * page), unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE}) << i;
+    EXPECT_EQ(access(1, base + i * page + 7), unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE}) << i;
+  }
+  ASSERT_EQ(cuMemsetD8_v2(at(base, page + page / 2), 0x6B, 2 * page), CUDA_SUCCESS);
+  unsigned char last = 0;
+  ASSERT_EQ(cuMemcpyDtoH_v2(&last, at(base, 3 * page + page / 2 - 1), 1), CUDA_SUCCESS);
+  EXPECT_EQ(last, 0x6B);
+
+  // The middle page alone: its neighbours stay.
+  ASSERT_TRUE(device_->unmap_pages(base + 2 * page, page));
+  EXPECT_EQ(device_->mapped_pages(), 2u);
+  EXPECT_EQ(cuMemsetD8_v2(at(base, 2 * page), 0, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(access(0, base + 3 * page), unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE});
+  // Mapped again by a later call, then everything back.
+  ASSERT_NE(device_->map_pages(base + 2 * page, page).base, nullptr);
+  ASSERT_TRUE(device_->unmap_pages(base + page, 3 * page));
+  EXPECT_EQ(device_->mapped_pages(), 0u);
+  ASSERT_TRUE(device_->release_address(base, 8 * page));
+  EXPECT_EQ(device_->address_ranges(), 0u);
+}
+
+// Out of memory half-way: nothing stays mapped, and the answer is out of memory (error 0),
+// so the allocator unmaps free pages elsewhere and retries. Then what fits maps.
+TEST_F(DriverDeviceVm, MappingIsAllOrNothing) {
+  const std::size_t page = device_->virtual_memory().page;
+  const core::Reservation range = device_->reserve_address(8 * page);
+  ASSERT_NE(range.base, nullptr);
+  auto* base = static_cast<char*>(range.base);
+  luma_fake_set_capacity(2 * page);
+  const core::Reservation refused = device_->map_pages(base, 3 * page);
+  EXPECT_EQ(refused.base, nullptr);
+  EXPECT_EQ(refused.error, 0);
+  EXPECT_EQ(device_->mapped_pages(), 0u);
+  EXPECT_EQ(access(0, base), 99u) << "a page stayed mapped";
+  ASSERT_NE(device_->map_pages(base, 2 * page).base, nullptr);
+  ASSERT_TRUE(device_->unmap_pages(base, 2 * page));
+  ASSERT_TRUE(device_->release_address(base, 8 * page));
+}
+
+// What is not a run of pages as the contract says is refused without a driver call.
+TEST_F(DriverDeviceVm, BadRunsAreRefused) {
+  const std::size_t page = device_->virtual_memory().page;
+  const core::Reservation range = device_->reserve_address(4 * page);
+  ASSERT_NE(range.base, nullptr);
+  auto* base = static_cast<char*>(range.base);
+  ASSERT_NE(device_->map_pages(base, 2 * page).base, nullptr);
+  EXPECT_EQ(device_->map_pages(base + page, 2 * page).base, nullptr);  // overlaps
+  EXPECT_EQ(device_->map_pages(base + 3 * page, page / 2).base, nullptr);  // not a page
+  EXPECT_FALSE(device_->unmap_pages(base + page, 2 * page));  // the second page is not mapped
+  EXPECT_FALSE(device_->release_address(base, 4 * page));     // pages still mapped
+  EXPECT_EQ(device_->mapped_pages(), 2u);
+  ASSERT_TRUE(device_->unmap_pages(base, 2 * page));
+  ASSERT_TRUE(device_->release_address(base, 4 * page));
+}
+
+// During a global capture in this context: mapping still works (luma's calls run in
+// relaxed mode, which the capture allows: it ends with a graph), but no page is unmapped
+// and no range given back until the capture ended.
+TEST_F(DriverDeviceVm, CaptureAllowsMappingAndHoldsUnmapping) {
+  const std::size_t page = device_->virtual_memory().page;
+  const core::Reservation range = device_->reserve_address(4 * page);
+  ASSERT_NE(range.base, nullptr);
+  auto* base = static_cast<char*>(range.base);
+  ASSERT_NE(device_->map_pages(base, page).base, nullptr);
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  captures_.begin(ctx_, s, CaptureMode::global, this_thread_id());
+  ASSERT_NE(device_->map_pages(base + page, page).base, nullptr);
+  EXPECT_FALSE(device_->unmap_pages(base, page));
+  EXPECT_EQ(device_->mapped_pages(), 2u);
+  CUgraph graph = nullptr;
+  EXPECT_EQ(cuStreamEndCapture(s, &graph), CUDA_SUCCESS) << "luma's mapping invalidated the capture";
+  captures_.end(s);
+  if (graph != nullptr) cuGraphDestroy(graph);
+  ASSERT_TRUE(device_->unmap_pages(base, 2 * page));
+  ASSERT_TRUE(device_->release_address(base, 4 * page));
+  ASSERT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+// The context is gone: every page and range this device held goes back to the driver.
+TEST_F(DriverDeviceVm, GivingBackReleasesEveryPageAndRange) {
+  const std::size_t page = device_->virtual_memory().page;
+  const core::Reservation a = device_->reserve_address(4 * page);
+  const core::Reservation b = device_->reserve_address(4 * page);
+  ASSERT_NE(a.base, nullptr);
+  ASSERT_NE(b.base, nullptr);
+  ASSERT_NE(device_->map_pages(a.base, 3 * page).base, nullptr);
+  ASSERT_NE(device_->map_pages(static_cast<char*>(b.base) + page, page).base, nullptr);
+  device_->give_back_virtual_memory();
+  EXPECT_EQ(device_->mapped_pages(), 0u);
+  EXPECT_EQ(device_->address_ranges(), 0u);
+  EXPECT_EQ(access(0, a.base), 99u);
+  EXPECT_EQ(cuMemAddressFree(reinterpret_cast<CUdeviceptr>(a.base), 4 * page), CUDA_ERROR_INVALID_VALUE)
+      << "the range was not freed";
+}
+
+}  // namespace
+}  // namespace luma::shim
