@@ -26,6 +26,8 @@ struct SegmentSnapshot {
   std::uintptr_t address = 0;
   std::size_t size = 0;
   Pool pool = Pool::small;
+  // One run of mapped pages of an expandable segment (each run is listed as a segment).
+  bool expandable = false;
   std::vector<BlockSnapshot> blocks;  // tile the segment, in address order
 };
 

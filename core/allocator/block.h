@@ -16,7 +16,10 @@
 
 namespace luma::core {
 
-enum class BlockState : std::uint8_t { free, in_use };
+// unmapped: address space of an expandable segment with no memory behind it (never in the
+// free index, the pointer map or an epoch; merges only with an unmapped neighbour, and
+// only it is listed through list_prev/list_next in its pool's list of unmapped ranges).
+enum class BlockState : std::uint8_t { free, in_use, unmapped };
 
 // One cache line per block: every field a hot-path step reads or writes is in it, so a
 // block costs one miss, never two (a 64-byte record that straddles lines costs two).
@@ -48,6 +51,13 @@ struct Segment {
   // One block's own driver allocation (CachingAllocator::allocate_own_segment): given back
   // to the device when that block's free completes, never cached.
   bool own = false;
+  // An expandable segment (AllocatorOptions::expandable_segments): `size` is its address
+  // range, `mapped` the bytes of it with memory behind them (what counts as reserved).
+  // Its last page is never mapped, so its blocks always end with an unmapped one and none
+  // is ever its segment's only block: it is never wholly free, never idle, never released
+  // whole while the allocator lives.
+  bool expandable = false;
+  std::size_t mapped = 0;
   std::uint32_t self = 0;  // this record's number (RecordPool::at)
   // While wholly free: listed in its pool's list of wholly free segments, in the order
   // they became so (CachingAllocator's `idle`), so that a release before growth touches
@@ -56,6 +66,9 @@ struct Segment {
   Segment* idle_prev = nullptr;
   Segment* idle_next = nullptr;
   Block* first = nullptr;
+
+  // The bytes with memory behind them: what the segment adds to reserved_bytes.
+  std::size_t held() const noexcept { return expandable ? mapped : size; }
 
   bool wholly_free() const noexcept {
     return first != nullptr && first->next == nullptr && first->state == BlockState::free;

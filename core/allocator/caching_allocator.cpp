@@ -49,6 +49,7 @@
 #include <array>
 #include <bit>
 #include <mutex>  // std::lock_guard
+#include <map>
 #include <new>
 #include <unordered_map>
 #include <utility>
@@ -62,6 +63,7 @@
 #include "allocator/free_index.h"
 #include "allocator/idle_segments.h"
 #include "allocator/live_stats.h"
+#include "allocator/page_pool.h"
 #include "allocator/pointer_map.h"
 #include "allocator/record_pool.h"
 #include "allocator/segment_index.h"
@@ -173,13 +175,28 @@ struct CachingAllocator::Impl {
   // Near the device's memory limit (grow asks the device): tight placement, see
   // AllocatorOptions::pressure_divisor.
   bool pressure = false;
+  // Blocks at or above this are "oversize" (never split, indexed apart): max_split_size,
+  // or no limit with expandable segments, whose free pages are unmapped instead (set at
+  // the first growth, before any block exists).
+  std::size_t split_max = opt.max_split_size;
+  // Expandable segments (AllocatorOptions::expandable_segments): the device's virtual
+  // memory, asked at the first growth (page 0: ordinary segments); each pool's expanses
+  // (segments of address space, block.h) and its unmapped ranges (blocks in the state
+  // unmapped, listed through list_prev/list_next; few: the tail of each expanse and the
+  // holes left where free pages were unmapped).
+  bool vm_asked = false;
+  Device::VirtualMemory vm;
+  std::array<std::vector<Segment*>, kPools> expanses;
+  std::array<Block*, kPools> unmapped{};
+  // The physical memory behind the expanses, page by page (page_pool.h).
+  PagePool pages{dev};
 
   // ---- helpers ----------------------------------------------------------------------
   void emit(EventKind kind, std::uintptr_t addr, std::size_t size, std::size_t requested) noexcept {
     if (sink != nullptr) sink->on_event(Event{kind, device_index, addr, size, requested});
   }
 
-  bool oversize(std::size_t size) const noexcept { return size >= opt.max_split_size; }
+  bool oversize(std::size_t size) const noexcept { return size >= split_max; }
 
   [[gnu::always_inline]] FreeIndex& index_for(Pool p, std::size_t size) noexcept {
     return index_[pool_index(p)][oversize(size) ? 1 : 0];
@@ -254,6 +271,13 @@ struct CachingAllocator::Impl {
     stats.requested_bytes.sub(p, b->requested);
     emit(EventKind::free_completed, b->addr, b->size, 0);
     b->state = BlockState::free;
+    merge_free(b);
+  }
+
+  // The block b just became free (and is in no index): it merges with its free
+  // neighbours and is indexed. Returns the merged block.
+  [[gnu::always_inline]] Block* merge_free(Block* b) noexcept {
+    const Pool p = b->pool;
     std::int64_t net_blocks = 0;
     std::int64_t net_bytes = 0;
     if (Block* prev = b->prev; prev != nullptr && prev->state == BlockState::free) {
@@ -284,6 +308,7 @@ struct CachingAllocator::Impl {
     }
     apply_net(stats.inactive_split, p, net_blocks);
     apply_net(stats.inactive_split_bytes, p, net_bytes);
+    return b;
   }
 
   static void apply_net(LiveMetric& c, Pool p, std::int64_t n) noexcept {
@@ -440,9 +465,12 @@ struct CachingAllocator::Impl {
     segment_records.put(s);
   }
 
-  // Releases every wholly free segment; returns the bytes released.
+  // Releases every wholly free segment, and every whole free page of the expandable
+  // segments; returns the bytes released.
   std::size_t release_free_segments() noexcept {
     std::size_t released = 0;
+    for (std::size_t p = 0; p < kPools; ++p) unmap_free(static_cast<Pool>(p), kAll, 0, 0);
+    released += trim_pages();
     for (IdleSegments& list : idle) {
       for (Segment* s = list.front(); s != nullptr;) {
         Segment* next = s->idle_next;
@@ -491,6 +519,7 @@ struct CachingAllocator::Impl {
   // own: a segment of exactly `rounded` for one block (allocate_own_segment).
   Block* grow(Pool p, std::size_t rounded, int* error, bool own = false) noexcept {
     *error = 0;
+    if (!own && expandable()) return grow_expandable(p, rounded, error);
     std::size_t preferred = own ? rounded : segment_size_for(opt, rounded);
     try {  // before the device call, so a host allocation failure changes nothing
       segment_records.ensure(1);
@@ -561,6 +590,357 @@ struct CachingAllocator::Impl {
     b->requested = reinterpret_cast<std::uintptr_t>(s);  // see became_whole
     idle[pool_index(p)].push_back(s);  // wholly free until take() cuts it
     index_insert(b);
+    return b;
+  }
+
+  // ---- expandable segments (docs/placement.md, "Expandable segments") ----------------
+  // A pool's memory is pages mapped into address space it reserved once (an expanse): a
+  // request no free block serves maps the pages it lacks right after a free block, or in
+  // the lowest hole that has room, so the pool grows by what it needs (to the page), and
+  // a free block next to the new pages merges with them. Whole free pages are unmapped
+  // where ordinary segments would be released: before growth above the high-water mark,
+  // near a limit, at empty_cache and out of memory. Pending blocks are never unmapped.
+
+  static constexpr std::size_t kAll = ~std::size_t{0};
+
+  // Whether this allocator makes expandable segments: asked of the device once, at the
+  // first growth (no block exists yet, so the oversize rule can still change).
+  bool expandable() noexcept {
+    if (!vm_asked) [[unlikely]] {
+      vm_asked = true;
+      if (opt.expandable_segments) {
+        const Device::VirtualMemory v = dev.virtual_memory();
+        // A page must keep every block aligned, and an expanse must hold a page and its
+        // guard page; a device answering otherwise gets ordinary segments.
+        if (v.page != 0 && std::has_single_bit(v.page) && v.page % opt.alignment == 0 &&
+            v.address_space / 2 >= v.page) {
+          vm = v;
+          pages.set_page(v.page);
+          if (blocks.in_use() == 0) split_max = kAll;
+        }
+      }
+    }
+    return vm.page != 0;
+  }
+
+  std::size_t page_up(std::size_t v) const noexcept { return (v + vm.page - 1) & ~(vm.page - 1); }
+  std::uintptr_t page_down(std::uintptr_t v) const noexcept { return v & ~(vm.page - 1); }
+
+  void unmapped_push(Block* u) noexcept {
+    Block*& head = unmapped[pool_index(u->pool)];
+    u->list_prev = nullptr;
+    u->list_next = head;
+    if (head != nullptr) head->list_prev = u;
+    head = u;
+  }
+  void unmapped_remove(Block* u) noexcept {
+    if (u->list_prev != nullptr) {
+      u->list_prev->list_next = u->list_next;
+    } else {
+      unmapped[pool_index(u->pool)] = u->list_next;
+    }
+    if (u->list_next != nullptr) u->list_next->list_prev = u->list_prev;
+    u->list_prev = u->list_next = nullptr;
+  }
+
+  // The bytes of the unmapped block u that may be mapped: all but an expanse's last page.
+  std::size_t mappable(const Block* u) const noexcept { return u->next == nullptr ? u->size - vm.page : u->size; }
+
+  // Where `rounded` fits by mapping pages: a run of free and unmapped blocks starting at
+  // `start` (a free block followed by an unmapped one, or an unmapped one), up to `end`,
+  // for which `map` bytes must be mapped.
+  struct Room {
+    Block* start = nullptr;
+    std::uintptr_t end = 0;
+    std::size_t map = 0;
+  };
+  // Walks the run from `start` exactly as map_room will map it.
+  Room room_from(Block* start, std::size_t rounded) const noexcept {
+    Room r{start, start->addr, 0};
+    std::size_t have = 0;
+    for (const Block* b = start; b != nullptr && have < rounded && b->state != BlockState::in_use; b = b->next) {
+      if (b->state == BlockState::free) {
+        have += b->size;
+        r.end = b->addr + b->size;
+        continue;
+      }
+      const std::size_t take = std::min(mappable(b), page_up(rounded - have));
+      if (take == 0) break;
+      have += take;
+      r.map += take;
+      r.end = b->addr + take;
+      if (take < b->size) break;  // the rest stays unmapped
+    }
+    if (have < rounded) r.start = nullptr;
+    return r;
+  }
+  // The lowest-addressed run of pool p with room for `rounded`; start nullptr if none.
+  Room find_room(Pool p, std::size_t rounded) const noexcept {
+    Room best;
+    for (Block* u = unmapped[pool_index(p)]; u != nullptr; u = u->list_next) {
+      Block* start = u->prev != nullptr && u->prev->state == BlockState::free ? u->prev : u;
+      if (best.start != nullptr && start->addr >= best.start->addr) continue;
+      const Room r = room_from(start, rounded);
+      if (r.start != nullptr) best = r;
+    }
+    return best;
+  }
+
+  // Spare pages of the page pool used by a map: they were counted in reserved (in the
+  // pool they were unmapped from), and now count as mapped memory instead.
+  void spare_used(const std::array<std::size_t, kPools>& before) noexcept {
+    for (std::size_t q = 0; q < kPools; ++q)
+      if (pages.spare(static_cast<Pool>(q)) < before[q])
+        stats.reserved_bytes.sub(static_cast<Pool>(q), before[q] - pages.spare(static_cast<Pool>(q)));
+  }
+  std::array<std::size_t, kPools> spare_now() const noexcept { return {pages.spare(Pool::small), pages.spare(Pool::large)}; }
+
+  // Gives back the memories none of whose pages is mapped; returns the bytes.
+  std::size_t trim_pages() noexcept {
+    const PagePool::Trimmed t = pages.trim();
+    std::size_t bytes = 0;
+    for (std::size_t q = 0; q < kPools; ++q) {
+      stats.reserved_bytes.sub(static_cast<Pool>(q), t.bytes[q]);
+      bytes += t.bytes[q];
+    }
+    stats.num_device_free += t.memories;
+    for (const auto& [name, size] : t.released) emit(EventKind::segment_release, name, size, 0);
+    return bytes;
+  }
+
+  // A new expanse for pool p, big enough for `rounded`: one unmapped block. nullptr with
+  // *error as grow's.
+  Segment* new_expanse(Pool p, std::size_t rounded, int* error) noexcept {
+    const std::size_t bytes = std::max(page_up(vm.address_space), page_up(rounded) + vm.page);
+    if (bytes < rounded) return nullptr;  // (overflow: no such address space)
+    try {
+      blocks.ensure(1);
+      segment_records.ensure(1);
+      segment_at.reserve_for(segment_at.size() + 1);
+      segments.reserve_insert();
+      if (segment_of_first.size() <= blocks.made()) segment_of_first.resize(blocks.made() + 1 + blocks.made() / 2);
+      expanses[pool_index(p)].reserve(expanses[pool_index(p)].size() + 1);
+    } catch (...) {
+      return nullptr;
+    }
+    const Reservation r = dev.reserve_address(bytes);
+    if (r.base == nullptr) {
+      *error = r.error;
+      return nullptr;
+    }
+    if (reinterpret_cast<std::uintptr_t>(r.base) % vm.page != 0) {  // breaks the device contract
+      dev.release_address(r.base, bytes);
+      return nullptr;
+    }
+    Segment* s = segment_records.get();
+    s->base = reinterpret_cast<std::uintptr_t>(r.base);
+    s->size = bytes;
+    s->pool = p;
+    s->expandable = true;
+    s->mapped = 0;
+    Block* u = blocks.get();
+    u->addr = s->base;
+    u->size = bytes;
+    u->pool = p;
+    u->state = BlockState::unmapped;
+    s->first = u;
+    segment_of_first[u->self] = s;
+    segments.insert(s);
+    segment_at.insert(s->base, s);
+    expanses[pool_index(p)].push_back(s);
+    unmapped_push(u);
+    stats.segment.add(p, 1);
+    return s;
+  }
+
+  // Maps the pages of `room` in address order; each mapped range becomes free and merges
+  // with its free neighbours. Returns the free block that holds the request, or nullptr
+  // with the device's answer in *r (what was mapped before a refusal stays, free).
+  Block* map_room(const Room& room, std::size_t rounded, Reservation* r) noexcept {
+    Block* b = room.start;
+    while (b->state != BlockState::free || b->size < rounded) {
+      Block* u = b->state == BlockState::unmapped ? b : b->next;  // (room_from's walk)
+      const std::size_t have = b->state == BlockState::free ? b->size : 0;
+      const std::size_t bytes = std::min(mappable(u), page_up(rounded - have));
+      try {  // before the device call, so a host allocation failure changes nothing
+        blocks.ensure(1);
+      } catch (...) {
+        *r = Reservation::out_of_memory();
+        return nullptr;
+      }
+      const auto before = spare_now();
+      std::size_t made = 0;
+      *r = pages.map(u->pool, u->addr, bytes, &made);
+      if (r->base == nullptr) return nullptr;
+      spare_used(before);
+      if (made != 0) {  // a driver allocation, named by where it was first mapped
+        ++stats.num_device_alloc;
+        emit(EventKind::segment_reserve, u->addr + (bytes - made), made, 0);
+      }
+      b = mapped(u, bytes);
+    }
+    return b;
+  }
+
+  // The first `bytes` of the unmapped block u were just mapped: they become a free block.
+  Block* mapped(Block* u, std::size_t bytes) noexcept {
+    const Pool p = u->pool;
+    Segment* s = segment_containing(u->addr);
+    unmapped_remove(u);
+    if (bytes < u->size) {
+      Block* rest = blocks.get();
+      rest->addr = u->addr + bytes;
+      rest->size = u->size - bytes;
+      rest->pool = p;
+      rest->state = BlockState::unmapped;
+      rest->prev = u;
+      rest->next = u->next;
+      if (u->next != nullptr) u->next->prev = rest;
+      u->next = rest;
+      u->size = bytes;
+      unmapped_push(rest);
+    }
+    s->mapped += bytes;
+    stats.reserved_bytes.add(p, bytes);
+    reserved_high_water = std::max(reserved_high_water, static_cast<std::size_t>(stats.reserved_bytes.all_current()));
+    u->state = BlockState::free;
+    u->requested = 0;
+    return merge_free(u);
+  }
+
+  // Unmaps whole free pages of pool p's expanses, outside [lo, hi), until `want` bytes
+  // are unmapped (kAll: every one), the upper pages of a free block first. The pages
+  // become spare (page_pool.h): still reserved, until a map takes them or trim_pages
+  // gives their memory back. Stops where the device keeps a page mapped (a capture
+  // underway). Returns the bytes unmapped.
+  std::size_t unmap_free(Pool p, std::size_t want, std::uintptr_t lo, std::uintptr_t hi) noexcept {
+    std::size_t released = 0;
+    if (vm.page == 0) return 0;
+    for (Segment* s : expanses[pool_index(p)]) {
+      for (Block* b = s->first; b != nullptr && released < want;) {
+        const std::uintptr_t a = page_up(b->addr), e = page_down(b->addr + b->size);
+        if (b->state != BlockState::free || e <= a || (b->addr < hi && b->addr + b->size > lo)) {
+          b = b->next;
+          continue;
+        }
+        const std::size_t left = want - released;
+        const std::size_t bytes = left >= e - a ? e - a : std::min(e - a, page_up(left));
+        try {
+          blocks.ensure(2);
+        } catch (...) {
+          return released;
+        }
+        const std::size_t done = pages.unmap(p, e - bytes, bytes);
+        if (done == 0) return released;
+        b = unmapped_range(s, b, e - bytes, done);
+        released += done;
+        if (done < bytes) return released;
+      }
+    }
+    return released;
+  }
+
+  // [a, a + bytes) of the free block b (whole pages) was just unmapped: b splits into its
+  // free head, the unmapped range (merged with unmapped neighbours) and its free tail.
+  // Returns the block after the unmapped range (the free tail, if any).
+  Block* unmapped_range(Segment* s, Block* b, std::uintptr_t a, std::size_t bytes) noexcept {
+    const Pool p = b->pool;
+    const std::uintptr_t end = b->addr + b->size;
+    index_remove(b);
+    stats.inactive_split.sub(p, 1);  // an expanse's blocks are always split (its guard page)
+    stats.inactive_split_bytes.sub(p, b->size);
+    auto add_free = [&](Block* f) {
+      index_insert(f);
+      stats.inactive_split.add(p, 1);
+      stats.inactive_split_bytes.add(p, f->size);
+    };
+    Block* mid = b;
+    if (a > b->addr) {
+      mid = blocks.get();
+      mid->addr = a;
+      mid->pool = p;
+      mid->prev = b;
+      mid->next = b->next;
+      if (b->next != nullptr) b->next->prev = mid;
+      b->next = mid;
+      b->size = a - b->addr;
+      add_free(b);
+    }
+    mid->state = BlockState::unmapped;
+    mid->requested = 0;
+    mid->size = bytes;
+    if (a + bytes < end) {
+      Block* tail = blocks.get();
+      tail->addr = a + bytes;
+      tail->size = end - (a + bytes);
+      tail->pool = p;
+      tail->state = BlockState::free;
+      tail->prev = mid;
+      tail->next = mid->next;
+      if (mid->next != nullptr) mid->next->prev = tail;
+      mid->next = tail;
+      add_free(tail);
+    }
+    if (Block* prev = mid->prev; prev != nullptr && prev->state == BlockState::unmapped) {
+      prev->size += mid->size;
+      prev->next = mid->next;
+      if (mid->next != nullptr) mid->next->prev = prev;
+      blocks.put(mid);
+      mid = prev;
+    } else {
+      unmapped_push(mid);
+    }
+    if (Block* next = mid->next; next != nullptr && next->state == BlockState::unmapped) {
+      unmapped_remove(next);
+      mid->size += next->size;
+      mid->next = next->next;
+      if (next->next != nullptr) next->next->prev = mid;
+      blocks.put(next);
+    }
+    s->mapped -= bytes;  // (still reserved: spare pages of pool p)
+    return mid->next;
+  }
+
+  // Unmaps free pages outside the room, pool p's first, then the other pool's, until
+  // `want` bytes are unmapped (release before growth, with pages for segments).
+  void unmap_for_growth(Pool p, std::size_t want, const Room& room) noexcept {
+    want = std::min(want, room.map);  // pages to move, not to give back
+    const std::uintptr_t lo = room.start->addr, hi = room.end;
+    std::size_t released = unmap_free(p, want, lo, hi);
+    if (released < want) released += unmap_free(other(p), want - released, lo, hi);
+    // Ordinary segments (own segments the device kept) are released as before.
+    if (released < want) release_for_growth(p, want - released);
+  }
+
+  // grow() with expandable segments: the pages `rounded` lacks, mapped where it fits.
+  Block* grow_expandable(Pool p, std::size_t rounded, int* error) noexcept {
+    Room room = find_room(p, rounded);
+    if (room.start == nullptr) {
+      if (new_expanse(p, rounded, error) == nullptr) return nullptr;
+      room = find_room(p, rounded);
+      if (room.start == nullptr) return nullptr;
+    }
+    // As grow(): near the limit every free page goes first; otherwise, above the
+    // high-water mark, enough free pages go that the new ones do not raise it.
+    const Device::Headroom headroom = dev.headroom();
+    const bool near_limit = opt.pressure_divisor != 0 && headroom.left < headroom.limit / opt.pressure_divisor;
+    const auto reserved = static_cast<std::size_t>(stats.reserved_bytes.all_current());
+    if (near_limit) {
+      unmap_for_growth(p, kAll, room);
+    } else if (opt.release_free_segments && reserved + room.map > reserved_high_water) {
+      unmap_for_growth(p, reserved + room.map - reserved_high_water, room);
+    }
+    Reservation r;
+    Block* b = map_room(room, rounded, &r);
+    if (b == nullptr && r.error == 0 && opt.release_on_oom) {
+      drain_pending();
+      release_free_segments();
+      ++stats.num_alloc_retries;
+      room = find_room(p, rounded);
+      if (room.start != nullptr) b = map_room(room, rounded, &r);
+    }
+    trim_pages();  // memory whose pages all moved elsewhere, or were not needed
+    if (b == nullptr) *error = r.error;
     return b;
   }
 
@@ -738,9 +1118,13 @@ struct CachingAllocator::Impl {
   void release_all() noexcept {
     if (!drain_pending()) return;  // work may still use pending blocks: release nothing
     segments.remove_if([this](Segment* s) {
-      if (!dev.release(reinterpret_cast<void*>(s->base), s->size)) return false;  // the device kept it, so do we
+      if (s->expandable) {
+        if (!release_expanse(s)) return false;
+      } else if (!dev.release(reinterpret_cast<void*>(s->base), s->size)) {
+        return false;  // the device kept it, so do we
+      }
+      if (!s->expandable) ++stats.num_device_free;
       forget_segment(s);
-      ++stats.num_device_free;
       return true;
     });
   }
@@ -751,10 +1135,37 @@ struct CachingAllocator::Impl {
     closed.drop([](Epoch&) noexcept {});
     closed_blocks = {};
     reset_open_epoch();
-    segments_dropped += segments.size();
-    segments.for_each([this](Segment* s) { forget_segment(s); });
+    segments.for_each([this](Segment* s) {
+      if (!s->expandable) ++segments_dropped;
+      forget_segment(s);
+    });
     segments.clear();
+    for (std::size_t q = 0; q < kPools; ++q) stats.reserved_bytes.sub(static_cast<Pool>(q), pages.spare(static_cast<Pool>(q)));
+    segments_dropped += pages.forget();
     ++stats.num_context_resets;
+  }
+
+  // Unmaps every page of the expanse s (live blocks included), gives back the memories
+  // left with no page mapped, and frees its address range. false: the device kept some
+  // of it (the allocator keeps the segment).
+  bool release_expanse(Segment* s) noexcept {
+    for (Block* b = s->first; b != nullptr;) {
+      if (b->state == BlockState::unmapped) {
+        b = b->next;
+        continue;
+      }
+      const std::uintptr_t a = b->addr;  // a run of mapped blocks: whole pages
+      std::uintptr_t e = b->addr;
+      while (b != nullptr && b->state != BlockState::unmapped) {
+        e = b->addr + b->size;
+        b = b->next;
+      }
+      const std::size_t done = pages.unmap(s->pool, a, e - a);
+      s->mapped -= done;  // (spare now: trim_pages gives it back)
+      if (done < e - a) return false;
+    }
+    trim_pages();
+    return dev.release_address(reinterpret_cast<void*>(s->base), s->size);
   }
 
   // Drops one segment and its blocks from every structure and statistic, as if each live
@@ -765,6 +1176,7 @@ struct CachingAllocator::Impl {
     if (s->own) --own_segments;
     for (Block* b = s->first; b != nullptr;) {
       Block* next = b->next;
+      if (b->state == BlockState::unmapped) unmapped_remove(b);
       if (b->state == BlockState::in_use) {
         LiveBlock lb;
         if (live.take(b->addr, &lb)) {  // allocated (else pending: its free was counted)
@@ -776,7 +1188,7 @@ struct CachingAllocator::Impl {
         stats.active_bytes.sub(p, b->size);
         stats.requested_bytes.sub(p, b->requested);
         emit(EventKind::free_completed, b->addr, b->size, 0);
-      } else {
+      } else if (b->state == BlockState::free) {
         index_remove(b);
         if (b->is_split()) {
           stats.inactive_split.sub(p, 1);
@@ -787,12 +1199,22 @@ struct CachingAllocator::Impl {
       b = next;
     }
     stats.segment.sub(p, 1);
-    stats.reserved_bytes.sub(p, s->size);
-    emit(EventKind::segment_release, s->base, s->size, 0);
+    stats.reserved_bytes.sub(p, s->held());
+    if (!s->expandable) emit(EventKind::segment_release, s->base, s->size, 0);
     if (s->idle) idle[pool_index(p)].remove(s);
+    if (s->expandable) std::erase(expanses[pool_index(p)], s);
     Segment* gone = nullptr;
     segment_at.take(s->base, &gone);
     segment_records.put(s);
+  }
+
+  BlockSnapshot block_snapshot(const Block* b) const noexcept {
+    // Allocated means in the pointer map; an in-use block that is not is a pending free.
+    BlockSnapshotState state = BlockSnapshotState::inactive;
+    if (b->state == BlockState::in_use)
+      state = live.find(b->addr) != nullptr ? BlockSnapshotState::active_allocated
+                                            : BlockSnapshotState::active_pending_free;
+    return {b->addr, b->size, state == BlockSnapshotState::inactive ? 0 : b->requested, state};
   }
 
   std::vector<std::string> check() const;
@@ -808,6 +1230,7 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
     std::int64_t pending = 0, pending_bytes = 0;
     std::int64_t free = 0, free_bytes = 0;
     std::int64_t split_free = 0, split_free_bytes = 0;
+    std::int64_t unmapped = 0;
   };
   std::array<Tally, kPools> t{};
   const std::size_t max_blocks = blocks.in_use() + 1;  // bounds every walk over a broken list
@@ -827,11 +1250,21 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
   if (!segments.consistent()) fail("the segment index is inconsistent (bases unsorted or stale, or a run empty)");
 
   std::uintptr_t prev_end = 0;
+  std::uint64_t device_allocations = pages.memories();  // ordinary segments and memories
+  std::size_t mapped_in_expanses = 0;
   for (std::size_t i = 0; i < segs.size(); ++i) {
     const Segment* s = segs[i];
     Tally& tp = t[pool_index(s->pool)];
     tp.segments += 1;
-    tp.reserved += static_cast<std::int64_t>(s->size);
+    tp.reserved += static_cast<std::int64_t>(s->held());
+    std::size_t mapped = 0;
+    if (s->expandable && (vm.page == 0 || s->mapped % vm.page != 0 || s->base % vm.page != 0))
+      fail(fmt::format("expandable segment {:#x}: not in whole pages", s->base));
+    if (s->expandable) {
+      mapped_in_expanses += s->mapped;
+    } else {
+      ++device_allocations;
+    }
     if (i > 0 && s->base < prev_end)
       fail(fmt::format("segment {:#x} overlaps or is out of order with the previous one", s->base));
     prev_end = s->base + s->size;
@@ -853,6 +1286,15 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
         fail(fmt::format("block {:#x}: size {} is not a positive multiple of the alignment", b->addr, b->size));
       if (b->addr % opt.alignment != 0) fail(fmt::format("block {:#x} is misaligned", b->addr));
       cursor = b->addr + b->size;
+      if (b->state != BlockState::unmapped) {
+        mapped += b->size;
+        if (s->expandable && vm.page != 0)  // every page under a mapped block is mapped
+          for (std::uintptr_t pg = b->addr & ~(vm.page - 1); pg < b->addr + b->size; pg += vm.page)
+            if (!pages.page_mapped(pg)) {
+              fail(fmt::format("block {:#x}: its page {:#x} is not mapped", b->addr, pg));
+              break;
+            }
+      }
       const auto bytes = static_cast<std::int64_t>(b->size);
       const LiveBlock* lb = live.find(b->addr);
       const auto listed = in_epochs.find(b);
@@ -894,7 +1336,25 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
           if (lb != nullptr) fail(fmt::format("free block {:#x} is in the pointer map", b->addr));
           if (pending) fail(fmt::format("free block {:#x} is in an epoch", b->addr));
           break;
+        case BlockState::unmapped:
+          tp.unmapped += 1;
+          if (!s->expandable) fail(fmt::format("block {:#x} is unmapped in an ordinary segment", b->addr));
+          if (vm.page != 0 && (b->addr % vm.page != 0 || b->size % vm.page != 0))
+            fail(fmt::format("unmapped block {:#x} is not whole pages", b->addr));
+          if (prev != nullptr && prev->state == BlockState::unmapped)
+            fail(fmt::format("blocks {:#x} and {:#x} are adjacent and both unmapped", prev->addr, b->addr));
+          if (lb != nullptr || pending) fail(fmt::format("unmapped block {:#x} is in use", b->addr));
+          break;
       }
+    }
+    if (s->expandable) {
+      if (mapped != s->mapped)
+        fail(fmt::format("expandable segment {:#x}: {} bytes mapped, its blocks hold {}", s->base, s->mapped, mapped));
+      if (prev == nullptr || prev->state != BlockState::unmapped || prev->size < vm.page)
+        fail(fmt::format("expandable segment {:#x} does not end with its unmapped guard page", s->base));
+      if (std::find(expanses[pool_index(s->pool)].begin(), expanses[pool_index(s->pool)].end(), s) ==
+          expanses[pool_index(s->pool)].end())
+        fail(fmt::format("expandable segment {:#x} is not listed in its pool", s->base));
     }
     if (cursor != s->base + s->size)
       fail(fmt::format("segment {:#x}: blocks end at {:#x}, the segment at {:#x}", s->base, cursor,
@@ -935,6 +1395,27 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
       listed += n;
     }
     if (listed != wholly) fail(fmt::format("{} segments are wholly free, {} listed", wholly, listed));
+  }
+
+  // Pages: the page pool's own invariants; its mapped pages are exactly the expanses'.
+  if (vm.page != 0) {
+    for (std::string& m : pages.check()) fail(std::move(m));
+    if (pages.mapped_bytes() != mapped_in_expanses)
+      fail(fmt::format("the page pool maps {} bytes, the expandable segments {}", pages.mapped_bytes(), mapped_in_expanses));
+  }
+  for (std::size_t p = 0; p < kPools; ++p) t[p].reserved += static_cast<std::int64_t>(pages.spare(static_cast<Pool>(p)));
+
+  // Unmapped ranges: each pool's list holds exactly its unmapped blocks, each once.
+  for (std::size_t p = 0; p < kPools; ++p) {
+    std::int64_t n = 0;
+    const Block* lp = nullptr;
+    for (const Block* b = unmapped[p]; b != nullptr && n <= static_cast<std::int64_t>(max_blocks); lp = b, b = b->list_next) {
+      ++n;
+      if (b->state != BlockState::unmapped || pool_index(b->pool) != p || b->list_prev != lp)
+        fail(fmt::format("{} pool's list of unmapped ranges: entry {:#x} is wrong", pool_name(static_cast<Pool>(p)), b->addr));
+    }
+    if (n != t[p].unmapped)
+      fail(fmt::format("{} pool: {} unmapped blocks, {} listed", pool_name(static_cast<Pool>(p)), t[p].unmapped, n));
   }
 
   // Free index: every entry a free block of the right pool, class and oversize side; the
@@ -1051,11 +1532,12 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
   if (static_cast<std::int64_t>(ds.free_blocks) != t[0].free + t[1].free)
     fail(fmt::format("stats free_blocks = {}, counted {}", ds.free_blocks, t[0].free + t[1].free));
   for (std::size_t p = 0; p < kPools; ++p)
-    if (t[p].reserved != t[p].allocated_bytes + t[p].pending_bytes + t[p].free_bytes)
-      fail(fmt::format("{} pool: reserved {} != allocated + pending + free", pool_name(static_cast<Pool>(p)), t[p].reserved));
-  if (stats.num_device_alloc - stats.num_device_free - segments_dropped !=
-      static_cast<std::uint64_t>(t[0].segments + t[1].segments))
-    fail("device alloc calls - device free calls - segments lost with a context != segments");
+    if (t[p].reserved != t[p].allocated_bytes + t[p].pending_bytes + t[p].free_bytes +
+                            static_cast<std::int64_t>(pages.spare(static_cast<Pool>(p))))
+      fail(fmt::format("{} pool: reserved {} != allocated + pending + free + spare pages", pool_name(static_cast<Pool>(p)),
+                       t[p].reserved));
+  if (stats.num_device_alloc - stats.num_device_free - segments_dropped != device_allocations)
+    fail("device alloc calls - device free calls - segments lost with a context != segments and memories");
   return v;
 }
 
@@ -1146,7 +1628,7 @@ bool CachingAllocator::segment_of(const void* ptr, SegmentRange* out) const noex
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   const Segment* s = impl_->segment_containing(reinterpret_cast<std::uintptr_t>(ptr));
   if (s == nullptr) return false;
-  if (out != nullptr) *out = {reinterpret_cast<void*>(s->base), s->size, s->own};
+  if (out != nullptr) *out = {reinterpret_cast<void*>(s->base), s->size, s->own, s->expandable};
   return true;
 }
 
@@ -1182,18 +1664,29 @@ AllocatorSnapshot CachingAllocator::snapshot() const {
   AllocatorSnapshot out;
   out.reserve(impl_->segments.size());
   impl_->segments.for_each([&](const Segment* s) {
+    if (s->expandable) {  // each run of mapped pages, as a segment of its own
+      SegmentSnapshot* run = nullptr;
+      for (const Block* b = s->first; b != nullptr; b = b->next) {
+        if (b->state == BlockState::unmapped) {
+          run = nullptr;
+          continue;
+        }
+        if (run == nullptr) {
+          run = &out.emplace_back();
+          run->address = b->addr;
+          run->pool = s->pool;
+          run->expandable = true;
+        }
+        run->size += b->size;
+        run->blocks.push_back(impl_->block_snapshot(b));
+      }
+      return;
+    }
     SegmentSnapshot& seg = out.emplace_back();
     seg.address = s->base;
     seg.size = s->size;
     seg.pool = s->pool;
-    for (const Block* b = s->first; b != nullptr; b = b->next) {
-      // Allocated means in the pointer map; an in-use block that is not is a pending free.
-      BlockSnapshotState state = BlockSnapshotState::inactive;
-      if (b->state == BlockState::in_use)
-        state = impl_->live.find(b->addr) != nullptr ? BlockSnapshotState::active_allocated
-                                                      : BlockSnapshotState::active_pending_free;
-      seg.blocks.push_back({b->addr, b->size, state == BlockSnapshotState::inactive ? 0 : b->requested, state});
-    }
+    for (const Block* b = s->first; b != nullptr; b = b->next) seg.blocks.push_back(impl_->block_snapshot(b));
   });
   return out;
 }

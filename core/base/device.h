@@ -85,8 +85,9 @@ class Device {
   virtual Headroom headroom() const noexcept { return {}; }
 
   // Virtual memory, for expandable segments (AllocatorOptions::expandable_segments): a
-  // pool reserves address space once and backs it with physical pages as it grows, so
-  // that its memory stays one contiguous range however the program's sizes vary.
+  // pool reserves address space once and maps physical memory into it page by page as
+  // it grows, so that its memory stays one contiguous range however the program's sizes
+  // vary, and a free page can move to where memory is needed (core/allocator/page_pool.h).
   // - virtual_memory(): the page (the granularity of mapping: the driver's allocation
   //   granularity, 2 MiB on an H200; a power of two, a multiple of the allocator's
   //   alignment) and how much address space one pool should reserve (the device's memory
@@ -94,25 +95,32 @@ class Device {
   //   page 0: the device has none, and the allocator makes ordinary segments.
   // - reserve_address(bytes): bytes a multiple of the page; address space only, no memory.
   //   As reserve(): a base (page-aligned), or out of address space (error 0), or the
-  //   device's own error code.
-  // - release_address(base, bytes): exactly as one reserve_address; no page mapped in it.
-  //   false: the device keeps it (an error).
-  // - map_pages(addr, bytes): backs [addr, addr + bytes) (page-aligned, inside one
-  //   reserved range, nothing mapped there) with new memory the device can read and write,
-  //   all or nothing. As reserve(): addr back, or out of memory (error 0: the allocator
-  //   unmaps free pages elsewhere and retries), or the device's own error code.
-  // - unmap_pages(addr, bytes): gives back the memory of mapped pages, any page-aligned
-  //   run of pages mapped by one or more map_pages calls. false: the device keeps them
-  //   mapped (a capture underway, an error); the allocator keeps them as free memory.
+  //   device's own error code. release_address(base, bytes): exactly as one
+  //   reserve_address, nothing mapped in it; false: the device keeps it (an error).
+  // - create_memory(bytes): physical memory of `bytes` (a multiple of the page), mapped
+  //   nowhere yet: a nonzero handle, or 0 and why (as reserve(): error 0 = out of memory,
+  //   the allocator then gives back free memory and retries). One driver allocation.
+  //   release_memory(handle, bytes): gives it back; none of it is mapped.
+  // - map_memory(addr, handle, offset, bytes): maps [offset, offset + bytes) of the memory
+  //   at addr (page-aligned, inside a reserved range, nothing mapped there), readable and
+  //   writable by the device; 0, or the device's error code (nothing mapped then).
+  //   unmap_memory(addr, bytes): exactly one earlier map_memory range; false: the device
+  //   keeps it mapped (a capture underway, an error).
   struct VirtualMemory {
     std::size_t page = 0;
     std::size_t address_space = 0;
   };
+  struct Memory {
+    std::uint64_t handle = 0;
+    int error = 0;  // when handle is 0: 0 = out of memory, else the device's own error code
+  };
   virtual VirtualMemory virtual_memory() const noexcept { return {}; }
   virtual Reservation reserve_address(std::size_t) noexcept { return Reservation::failed(-1); }
   virtual bool release_address(void*, std::size_t) noexcept { return false; }
-  virtual Reservation map_pages(void*, std::size_t) noexcept { return Reservation::failed(-1); }
-  virtual bool unmap_pages(void*, std::size_t) noexcept { return false; }
+  virtual Memory create_memory(std::size_t) noexcept { return {0, -1}; }
+  virtual bool release_memory(std::uint64_t, std::size_t) noexcept { return false; }
+  virtual int map_memory(void*, std::uint64_t, std::size_t, std::size_t) noexcept { return -1; }
+  virtual bool unmap_memory(void*, std::size_t) noexcept { return false; }
 };
 
 }  // namespace luma::core

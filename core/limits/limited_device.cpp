@@ -26,6 +26,27 @@ bool LimitedDevice::release(void* base, std::size_t bytes) noexcept {
   return true;
 }
 
+Device::Memory LimitedDevice::create_memory(std::size_t bytes) noexcept {
+  if (!budget_.take(bytes)) {
+    refusals_.fetch_add(1, std::memory_order_relaxed);
+    return {0, 0};
+  }
+  const Memory m = inner_.create_memory(bytes);
+  if (m.handle == 0) {
+    budget_.give_back(bytes);
+    return m;
+  }
+  reserved_.fetch_add(bytes, std::memory_order_acq_rel);
+  return m;
+}
+
+bool LimitedDevice::release_memory(std::uint64_t handle, std::size_t bytes) noexcept {
+  if (!inner_.release_memory(handle, bytes)) return false;
+  reserved_.fetch_sub(bytes, std::memory_order_acq_rel);
+  budget_.give_back(bytes);
+  return true;
+}
+
 std::size_t LimitedDevice::forget_reserved() noexcept {
   const std::size_t held = reserved_.exchange(0, std::memory_order_acq_rel);
   if (held != 0) budget_.give_back(held);

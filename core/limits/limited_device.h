@@ -2,7 +2,8 @@
 // (LUMA_CONF memory_limit / memory_fraction, docs/settings.md): a reserve that would pass
 // the budget is refused as out of memory before the wrapped device is asked, so the
 // caching allocator's own path does the rest - release the cache, retry once, then fail
-// with out-of-memory exactly as at a real OOM. A release gives the budget back.
+// with out-of-memory exactly as at a real OOM. A release gives the budget back. Memory
+// made for expandable segments counts as a reserve does.
 //
 // Everything else (fences) is the wrapped device's. Same contract as
 // core/base/device.h; the bytes it holds are counted here too, so a context whose
@@ -34,6 +35,17 @@ class LimitedDevice final : public Device {
   bool fence_wait(Fence f) noexcept override { return inner_.fence_wait(f); }
   void fence_release(Fence f) noexcept override { inner_.fence_release(f); }
   std::size_t fence_batch_blocks() const noexcept override { return inner_.fence_batch_blocks(); }
+  // Virtual memory: address space and mappings cost nothing; physical memory is taken
+  // from the budget as reserve() takes a segment's bytes, and given back with it.
+  VirtualMemory virtual_memory() const noexcept override { return inner_.virtual_memory(); }
+  Reservation reserve_address(std::size_t bytes) noexcept override { return inner_.reserve_address(bytes); }
+  bool release_address(void* base, std::size_t bytes) noexcept override { return inner_.release_address(base, bytes); }
+  Memory create_memory(std::size_t bytes) noexcept override;
+  bool release_memory(std::uint64_t handle, std::size_t bytes) noexcept override;
+  int map_memory(void* addr, std::uint64_t handle, std::size_t offset, std::size_t bytes) noexcept override {
+    return inner_.map_memory(addr, handle, offset, bytes);
+  }
+  bool unmap_memory(void* addr, std::size_t bytes) noexcept override { return inner_.unmap_memory(addr, bytes); }
   Headroom headroom() const noexcept override {
     const std::size_t used = budget_.used(), limit = budget_.limit();
     return {used < limit ? limit - used : 0, limit};

@@ -45,6 +45,29 @@ class SimulatedDevice final : public Device {
     return true;
   }
 
+  // Virtual memory (expandable segments): 2 MiB pages, as on an H200; each memory made
+  // counts as one driver allocation (a cuMemCreate), each given back as one free.
+  VirtualMemory virtual_memory() const noexcept override { return {kGrain, kAddressSpace}; }
+  Reservation reserve_address(std::size_t bytes) noexcept override {
+    const std::uintptr_t base = next_;
+    next_ += (bytes + kGrain - 1) / kGrain * kGrain;
+    return {reinterpret_cast<void*>(base), 0};
+  }
+  bool release_address(void*, std::size_t) noexcept override { return true; }
+  Memory create_memory(std::size_t bytes) noexcept override {
+    ++reserves_;
+    held_ += bytes;
+    if (held_ > peak_) peak_ = held_;
+    return {++memories_, 0};
+  }
+  bool release_memory(std::uint64_t, std::size_t bytes) noexcept override {
+    ++releases_;
+    held_ -= bytes;
+    return true;
+  }
+  int map_memory(void*, std::uint64_t, std::size_t, std::size_t) noexcept override { return 0; }
+  bool unmap_memory(void*, std::size_t) noexcept override { return true; }
+
   FenceMode fence_mode() const noexcept override {
     switch (free_sync_) {
       case FreeSync::none: return FenceMode::none;
@@ -78,12 +101,15 @@ class SimulatedDevice final : public Device {
 
  private:
   static constexpr std::uintptr_t kGrain = std::uintptr_t{2} << 20;
+  // Per pool: more than any GPU's memory (an H200's 141 GB and an eighth more).
+  static constexpr std::size_t kAddressSpace = std::size_t{256} << 30;
   const FreeSync free_sync_;
   const std::uint64_t latency_;
   std::uint64_t now_ = 0;
   std::uintptr_t next_ = std::uintptr_t{1} << 44;
   std::size_t held_ = 0, peak_ = 0;
   std::uint64_t reserves_ = 0, releases_ = 0;
+  std::uint64_t memories_ = 0;  // handles given out
   std::vector<std::uint64_t> ready_;  // per fence: the time it is done
   std::uint64_t waits_ = 0, wait_ns_ = 0;
 };
