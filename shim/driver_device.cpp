@@ -232,9 +232,9 @@ bool DriverDevice::release_address(void* base, std::size_t bytes) noexcept {
   if (capture_underway()) return false;
   const auto b = reinterpret_cast<std::uintptr_t>(base);
   const auto range = std::find(ranges_.begin(), ranges_.end(), std::pair{b, bytes});
-  const auto mapped = std::lower_bound(pages_.begin(), pages_.end(), std::pair{b, CUmemGenericAllocationHandle{0}});
-  if (range == ranges_.end() || (mapped != pages_.end() && mapped->first < b + bytes)) {
-    log_noexcept(spdlog::level::err, "internal error: release_address({}, {}) is no reserved range without pages",
+  const auto mapped = mapped_.lower_bound(b);
+  if (range == ranges_.end() || (mapped != mapped_.end() && mapped->first < b + bytes)) {
+    log_noexcept(spdlog::level::err, "internal error: release_address({}, {}) is no reserved range without mappings",
                  base, bytes);
     return false;
   }
@@ -249,105 +249,147 @@ bool DriverDevice::release_address(void* base, std::size_t bytes) noexcept {
   return true;
 }
 
-core::Reservation DriverDevice::map_pages(void* addr, std::size_t bytes) noexcept {
+core::Device::Memory DriverDevice::create_memory(std::size_t bytes) noexcept {
   const std::size_t page = virtual_memory().page;
-  const auto base = reinterpret_cast<std::uintptr_t>(addr);
-  const auto at = std::lower_bound(pages_.begin(), pages_.end(), std::pair{base, CUmemGenericAllocationHandle{0}});
-  const bool overlaps = (at != pages_.end() && at->first < base + bytes) ||
-                        (at != pages_.begin() && std::prev(at)->first + page > base);
-  if (page == 0 || bytes == 0 || bytes % page != 0 || base % page != 0 || overlaps) {
-    log_noexcept(spdlog::level::err, "internal error: map_pages({}, {}) is not a run of unmapped pages",
-                 addr, bytes);
-    return core::Reservation::failed(CUDA_ERROR_INVALID_VALUE);
+  if (page == 0 || bytes == 0 || bytes % page != 0) {
+    log_noexcept(spdlog::level::err, "internal error: create_memory({}) is not whole pages", bytes);
+    return {0, CUDA_ERROR_INVALID_VALUE};
   }
   const std::size_t n = bytes / page;
-  const auto pos = static_cast<std::size_t>(at - pages_.begin());
+  std::vector<CUmemGenericAllocationHandle> handles;
   try {
-    pages_.reserve(pages_.size() + n);  // keeping the handles after the driver's yes cannot fail
+    handles.reserve(n);
+    memories_.reserve(memories_.size() + 1);  // keeping the handles after the driver's yes cannot fail
   } catch (...) {
-    return core::Reservation::out_of_memory();
+    return {0, 0};
   }
-  pages_.insert(pages_.begin() + static_cast<std::ptrdiff_t>(pos), n, {0, 0});
   RelaxedWhileCapturing relaxed(driver_, captures_);
   ScopedContext scope(driver_, ctx_);
-  CUresult r = scope.ok() ? CUDA_SUCCESS : static_cast<CUresult>(scope.error());
-  const char* call = "cuCtxPushCurrent";
+  if (!scope.ok()) return {0, scope.error()};
   const CUmemAllocationProp prop = page_prop();
-  std::size_t done = 0;
-  // One handle per page, so that any page can be unmapped alone later (cuMemUnmap takes
-  // whole mappings only), and one cuMemSetAccess for the whole run.
-  for (; r == CUDA_SUCCESS && done < n; ++done) {
-    const std::uintptr_t p = base + done * page;
+  CUresult r = CUDA_SUCCESS;
+  for (std::size_t i = 0; i < n; ++i) {
     CUmemGenericAllocationHandle h = 0;
     r = driver_.mem_create(&h, page, &prop, 0);
-    call = "cuMemCreate";
     if (r != CUDA_SUCCESS) break;
-    r = driver_.mem_map(as_dptr(p), page, 0, h, 0);
-    call = "cuMemMap";
-    if (r != CUDA_SUCCESS) {
-      driver_.mem_release(h);
-      break;
-    }
-    pages_[pos + done] = {p, h};
+    handles.push_back(h);
   }
   if (r == CUDA_SUCCESS) {
-    r = driver_.mem_set_access(as_dptr(base), bytes, access_.data(), access_.size());
-    call = "cuMemSetAccess";
-    if (r == CUDA_SUCCESS) return {addr, 0};
+    const std::uint64_t id = next_memory_++;
+    memories_.emplace(id, std::move(handles));
+    return {id, 0};
   }
-  // All or nothing: what was mapped goes back.
-  for (std::size_t i = 0; i < done; ++i) {
-    driver_.mem_unmap(as_dptr(pages_[pos + i].first), page);
-    driver_.mem_release(pages_[pos + i].second);
-  }
-  pages_.erase(pages_.begin() + static_cast<std::ptrdiff_t>(pos),
-               pages_.begin() + static_cast<std::ptrdiff_t>(pos + n));
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) return core::Reservation::out_of_memory();
-  vm_error(call, bytes, r);
-  return core::Reservation::failed(static_cast<int>(r));
+  // All or nothing: the pages made go back.
+  for (CUmemGenericAllocationHandle h : handles) driver_.mem_release(h);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) return {0, 0};
+  vm_error("cuMemCreate", bytes, r);
+  return {0, static_cast<int>(r)};
 }
 
-std::size_t DriverDevice::unmap_run(std::size_t first, std::size_t n) noexcept {
-  const std::size_t page = vm_.page;
-  std::size_t done = 0;
-  for (; done < n; ++done) {
-    const auto [p, h] = pages_[first + done];
-    if (CUresult r = driver_.mem_unmap(as_dptr(p), page); r != CUDA_SUCCESS) {
-      vm_error("cuMemUnmap", page, r);
-      break;
-    }
-    // Unmapped, the page is gone from the allocator's memory whatever cuMemRelease says
-    // (a handle the driver keeps is counted, not retried).
-    if (CUresult r = driver_.mem_release(h); r != CUDA_SUCCESS) vm_error("cuMemRelease", page, r);
-  }
-  pages_.erase(pages_.begin() + static_cast<std::ptrdiff_t>(first),
-               pages_.begin() + static_cast<std::ptrdiff_t>(first + done));
-  return done;
-}
-
-bool DriverDevice::unmap_pages(void* addr, std::size_t bytes) noexcept {
-  // While this context captures, the memory stays (as release() keeps segments): cuda.h
-  // marks cuMemUnmap synchronous, and a graph being captured may name these pages.
+bool DriverDevice::release_memory(std::uint64_t memory, std::size_t bytes) noexcept {
   if (capture_underway()) return false;
-  const std::size_t page = vm_.page;
-  const auto base = reinterpret_cast<std::uintptr_t>(addr);
-  const auto at = std::lower_bound(pages_.begin(), pages_.end(), std::pair{base, CUmemGenericAllocationHandle{0}});
-  const std::size_t pos = static_cast<std::size_t>(at - pages_.begin());
-  const std::size_t n = page == 0 ? 0 : bytes / page;
-  bool run = page != 0 && bytes != 0 && bytes % page == 0 && pos + n <= pages_.size();
-  for (std::size_t i = 0; run && i < n; ++i) run = pages_[pos + i].first == base + i * page;
-  if (!run) {
-    log_noexcept(spdlog::level::err, "internal error: unmap_pages({}, {}) is not a run of mapped pages",
-                 addr, bytes);
+  const auto it = memories_.find(memory);
+  if (it == memories_.end()) {
+    log_noexcept(spdlog::level::err, "internal error: release_memory of unknown memory {}", memory);
     return false;
   }
   RelaxedWhileCapturing relaxed(driver_, captures_);
   ScopedContext scope(driver_, ctx_);
-  const std::size_t done = unmap_run(pos, n);
-  if (done == n) return true;
-  // The driver refused a page: the pages before it are gone, and the allocator keeps the
-  // whole run as memory. Back them again, or say plainly what is lost.
-  if (done > 0 && map_pages(addr, done * page).base == nullptr)
+  bool all = true;
+  for (CUmemGenericAllocationHandle& h : it->second) {
+    if (h == 0) continue;
+    if (CUresult r = driver_.mem_release(h); r != CUDA_SUCCESS) {
+      vm_error("cuMemRelease", bytes, r);
+      all = false;  // this handle stays, to be released by the next call
+      continue;
+    }
+    h = 0;
+  }
+  if (all) memories_.erase(it);
+  return all;
+}
+
+CUresult DriverDevice::map_handles(std::uintptr_t addr, const CUmemGenericAllocationHandle* handles,
+                                   std::size_t n) noexcept {
+  const std::size_t page = vm_.page;
+  std::size_t done = 0;
+  CUresult r = CUDA_SUCCESS;
+  for (; done < n; ++done) {
+    r = driver_.mem_map(as_dptr(addr + done * page), page, 0, handles[done], 0);
+    if (r != CUDA_SUCCESS) {
+      vm_error("cuMemMap", page, r);
+      break;
+    }
+  }
+  if (r == CUDA_SUCCESS) {
+    // Read-write for the device and its peers (virtual_memory()), in one call.
+    r = driver_.mem_set_access(as_dptr(addr), n * page, access_.data(), access_.size());
+    if (r == CUDA_SUCCESS) return r;
+    vm_error("cuMemSetAccess", n * page, r);
+  }
+  for (std::size_t i = 0; i < done; ++i) driver_.mem_unmap(as_dptr(addr + i * page), page);
+  return r;
+}
+
+int DriverDevice::map_memory(void* addr, std::uint64_t memory, std::size_t offset, std::size_t bytes) noexcept {
+  const std::size_t page = virtual_memory().page;
+  const auto base = reinterpret_cast<std::uintptr_t>(addr);
+  const auto it = memories_.find(memory);
+  const auto next = mapped_.lower_bound(base);
+  const bool overlaps = (next != mapped_.end() && next->first < base + bytes) ||
+                        (next != mapped_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > base);
+  bool valid = page != 0 && bytes != 0 && bytes % page == 0 && base % page == 0 && offset % page == 0 &&
+               it != memories_.end() && offset / page + bytes / page <= it->second.size() && !overlaps;
+  for (std::size_t i = 0; valid && i < bytes / page; ++i) valid = it->second[offset / page + i] != 0;
+  if (!valid) {
+    log_noexcept(spdlog::level::err, "internal error: map_memory({}, memory {}, {}, {}) is no run of pages to map",
+                 addr, memory, offset, bytes);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  try {
+    const auto [slot, fresh] = mapped_.emplace(base, Mapping{bytes, memory, offset});
+    (void)fresh;
+    RelaxedWhileCapturing relaxed(driver_, captures_);
+    ScopedContext scope(driver_, ctx_);
+    const CUresult r = scope.ok() ? map_handles(base, it->second.data() + offset / page, bytes / page)
+                                  : static_cast<CUresult>(scope.error());
+    if (r != CUDA_SUCCESS) mapped_.erase(slot);
+    return r;
+  } catch (...) {
+    return CUDA_ERROR_OUT_OF_MEMORY;  // no host memory for the record: nothing was mapped
+  }
+}
+
+bool DriverDevice::unmap_memory(void* addr, std::size_t bytes) noexcept {
+  // While this context captures, the memory stays mapped (as release() keeps segments):
+  // cuda.h marks cuMemUnmap synchronous, and a graph being captured may name these pages.
+  if (capture_underway()) return false;
+  const std::size_t page = vm_.page;
+  const auto base = reinterpret_cast<std::uintptr_t>(addr);
+  const auto it = mapped_.find(base);
+  if (it == mapped_.end() || it->second.bytes != bytes || page == 0) {
+    log_noexcept(spdlog::level::err, "internal error: unmap_memory({}, {}) is no earlier mapping", addr, bytes);
+    return false;
+  }
+  RelaxedWhileCapturing relaxed(driver_, captures_);
+  ScopedContext scope(driver_, ctx_);
+  std::size_t done = 0;
+  for (; done < bytes / page; ++done) {
+    if (CUresult r = driver_.mem_unmap(as_dptr(base + done * page), page); r != CUDA_SUCCESS) {
+      vm_error("cuMemUnmap", page, r);
+      break;
+    }
+  }
+  if (done == bytes / page) {
+    mapped_.erase(it);
+    return true;
+  }
+  // The driver refused a page: the pages before it are unmapped, and the allocator keeps
+  // the whole range as memory. Map them again, or say plainly what is lost.
+  const Mapping& m = it->second;
+  const auto handles = memories_.find(m.memory);
+  if (done > 0 && (handles == memories_.end() ||
+                   map_handles(base, handles->second.data() + m.offset / page, done) != CUDA_SUCCESS))
     log_noexcept(spdlog::level::err,
                  "expandable_segments: {} bytes at {} were unmapped but could not be mapped again; "
                  "a block placed there will fault",
@@ -356,21 +398,28 @@ bool DriverDevice::unmap_pages(void* addr, std::size_t bytes) noexcept {
 }
 
 void DriverDevice::give_back_virtual_memory() noexcept {
-  if (pages_.empty() && ranges_.empty()) return;
+  if (mapped_.empty() && memories_.empty() && ranges_.empty()) return;
   // No context to make current (it is destroyed): these calls name addresses and handles
   // only. A driver that freed the memory with the context answers errors, counted here.
   RelaxedWhileCapturing relaxed(driver_, captures_);
-  std::size_t refused = 0;
-  for (const auto& [p, h] : pages_) {
-    refused += driver_.mem_unmap(as_dptr(p), vm_.page) != CUDA_SUCCESS;
-    refused += driver_.mem_release(h) != CUDA_SUCCESS;
-  }
+  const std::size_t page = vm_.page;
+  std::size_t refused = 0, handles = 0;
+  for (const auto& [a, m] : mapped_)
+    for (std::size_t i = 0; page != 0 && i < m.bytes / page; ++i)
+      refused += driver_.mem_unmap(as_dptr(a + i * page), page) != CUDA_SUCCESS;
+  for (const auto& [id, hs] : memories_)
+    for (CUmemGenericAllocationHandle h : hs)
+      if (h != 0) {
+        ++handles;
+        refused += driver_.mem_release(h) != CUDA_SUCCESS;
+      }
   for (const auto& [b, bytes] : ranges_) refused += driver_.mem_address_free(as_dptr(b), bytes) != CUDA_SUCCESS;
   log_noexcept(spdlog::level::info,
-               "context {} was destroyed: gave back {} pages and {} address ranges of expandable "
-               "segments ({} calls refused)",
-               static_cast<void*>(ctx_), pages_.size(), ranges_.size(), refused);
-  pages_.clear();
+               "context {} was destroyed: gave back {} mappings, {} page handles and {} address ranges "
+               "of expandable segments ({} calls refused)",
+               static_cast<void*>(ctx_), mapped_.size(), handles, ranges_.size(), refused);
+  mapped_.clear();
+  memories_.clear();
   ranges_.clear();
 }
 

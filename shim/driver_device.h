@@ -5,9 +5,9 @@
 // or a cuCtxSynchronize at free time (free_sync:device). docs/architecture.md, "Fences with
 // many streams", has the design. Expandable segments (the virtual memory part of
 // core/base/device.h) are address ranges from cuMemAddressReserve backed page by page: one
-// cuMemCreate handle per page, so that any page can be unmapped alone, and one
-// cuMemSetAccess per mapping call for the context's device and every device that can reach
-// it as a peer (docs/cuda-facts.md, "Virtual memory").
+// cuMemCreate handle per page, so that any page can be unmapped and mapped elsewhere alone,
+// and one cuMemSetAccess per mapping call for the context's device and every device that
+// can reach it as a peer (docs/cuda-facts.md, "Virtual memory").
 //
 // Called only with the owning allocator's lock held (core/base/device.h), so it keeps its pools
 // without a lock of its own. Must never call luma's hooks, never throw, and never report a
@@ -16,7 +16,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -52,21 +54,29 @@ class DriverDevice final : public core::Device {
   // minimum granularity of pinned memory on the context's device, and an address range of
   // the device's memory and an eighth more (as PyTorch reserves). Page 0 when the driver
   // lacks any of it (one log line; the allocator then makes ordinary segments).
-  VirtualMemory virtual_memory() const noexcept override;
+  // A memory of n pages is n cuMemCreate handles of one page: cuMemMap maps a handle from
+  // offset 0 only (cuda.h: "currently must be zero"), and cuMemUnmap takes whole mappings,
+  // so a page that is to move on its own must be a handle of its own. map_memory maps each
+  // page's handle and grants access to the device and its peers in one cuMemSetAccess.
   // During a capture in any context luma's own calls run in relaxed capture mode, as
-  // reserve()'s do; unmapping and giving address space back wait until no capture is
-  // underway in this context, as release() does (the allocator keeps the memory).
+  // reserve()'s do; unmapping, releasing memory and freeing address space wait until no
+  // capture is underway in this context, as release() does (the allocator keeps them).
+  VirtualMemory virtual_memory() const noexcept override;
   core::Reservation reserve_address(std::size_t bytes) noexcept override;
   bool release_address(void* base, std::size_t bytes) noexcept override;
-  core::Reservation map_pages(void* addr, std::size_t bytes) noexcept override;
-  bool unmap_pages(void* addr, std::size_t bytes) noexcept override;
-  // The context is gone (after the allocator's drop_device_memory()): unmaps and releases
-  // every page and frees every address range this device still holds. Whether the driver
-  // frees virtual memory with a context is not documented; the stand-in keeps it, and a
-  // driver that freed it answers an error, which is then ignored.
+  Memory create_memory(std::size_t bytes) noexcept override;
+  bool release_memory(std::uint64_t memory, std::size_t bytes) noexcept override;
+  int map_memory(void* addr, std::uint64_t memory, std::size_t offset, std::size_t bytes) noexcept override;
+  bool unmap_memory(void* addr, std::size_t bytes) noexcept override;
+  // The context is gone (after the allocator's drop_device_memory()): unmaps every mapping,
+  // releases every handle and frees every address range this device still holds. Whether
+  // the driver frees virtual memory with a context is not documented; the stand-in keeps
+  // it, and a driver that freed it answers errors, which are then only counted.
   void give_back_virtual_memory() noexcept;
-  // Pages mapped and address ranges reserved now (tests, the log).
-  std::size_t mapped_pages() const noexcept { return pages_.size(); }
+  // What is held now (tests): memories made and not released, map_memory ranges mapped,
+  // address ranges reserved.
+  std::size_t memories() const noexcept { return memories_.size(); }
+  std::size_t mappings() const noexcept { return mapped_.size(); }
   std::size_t address_ranges() const noexcept { return ranges_.size(); }
 
   core::Fence record_fence() noexcept override;
@@ -119,9 +129,9 @@ class DriverDevice final : public core::Device {
   void widen_span(std::uintptr_t base, std::size_t bytes) noexcept;
   // Asks the driver what virtual_memory() answers (called once).
   VirtualMemory ask_virtual_memory() const noexcept;
-  // Unmaps and releases the n pages at `first` (all in pages_, in order); the number
-  // unmapped (n unless the driver refused one: that page and the rest stay mapped).
-  std::size_t unmap_run(std::size_t first, std::size_t n) noexcept;
+  // Maps the pages of `handles` (one page each) at addr and grants access over them; undoes
+  // its own mappings on failure. 0 or the driver's error.
+  CUresult map_handles(std::uintptr_t addr, const CUmemGenericAllocationHandle* handles, std::size_t n) noexcept;
   // What cuMemCreate makes: one page of pinned memory on the context's device.
   CUmemAllocationProp page_prop() const noexcept;
   // Logs a failed driver call of the virtual memory part (and counts it).
@@ -147,9 +157,16 @@ class DriverDevice final : public core::Device {
   mutable CUdevice device_ = -1;
   mutable std::vector<CUmemAccessDesc> access_;
   mutable bool gpu_direct_rdma_ = false;  // cuMemCreate may ask for GPUDirect RDMA
-  // Every mapped page (its address and handle), sorted by address: unmap_pages finds a
-  // run with a binary search. Every reserved address range (base, bytes).
-  std::vector<std::pair<std::uintptr_t, CUmemGenericAllocationHandle>> pages_;
+  // Each memory: its page handles (0 where cuMemRelease already took one). Each mapping
+  // (one map_memory call): its bytes, memory and offset. Each reserved address range.
+  struct Mapping {
+    std::size_t bytes = 0;
+    std::uint64_t memory = 0;
+    std::size_t offset = 0;
+  };
+  std::unordered_map<std::uint64_t, std::vector<CUmemGenericAllocationHandle>> memories_;
+  std::uint64_t next_memory_ = 1;
+  std::map<std::uintptr_t, Mapping> mapped_;
   std::vector<std::pair<std::uintptr_t, std::size_t>> ranges_;
   // Fence tokens are this pool's; free_sync:device records no event (a fence is only taken
   // in a capture, and completed by a synchronization after it).

@@ -316,14 +316,16 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   return CUDA_SUCCESS;
 }
 
-// The range lies inside one reservation, granularity-aligned, unmapped; offset + size lies
-// inside the allocation; flags must be zero.
+// The range lies inside one reservation, granularity-aligned, unmapped; size lies inside the
+// allocation; flags must be zero; the offset too (cuda.h of CUDA 13.0: "offset - Offset into
+// the memory represented by handle from which to start mapping - Note: currently must be
+// zero"), so a piece of an allocation cannot be mapped on its own.
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags) {
   CallCost counted(CostedCall::mem_map);
   if (CUresult r = ready()) return r;
   if (CUresult r = check_unsafe_call()) return r;
-  if (flags != 0 || size == 0 || !multiple(size) || !multiple(offset) || !multiple(ptr))
+  if (flags != 0 || offset != 0 || size == 0 || !multiple(size) || !multiple(ptr))
     return CUDA_ERROR_INVALID_VALUE;
   Vmm& v = vmm();
   std::lock_guard lock(v.m);

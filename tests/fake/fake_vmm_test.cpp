@@ -163,13 +163,15 @@ TEST_F(FakeVmm, MapChecksRangeOffsetAndHandle) {
   ASSERT_EQ(cuMemAddressReserve(&va, 2 * g, 0, 0, 0), CUDA_SUCCESS);
   EXPECT_EQ(cuMemMap(va, g + 4096, 0, h, 0), CUDA_ERROR_INVALID_VALUE);   // size
   EXPECT_EQ(cuMemMap(va, g, 4096, h, 0), CUDA_ERROR_INVALID_VALUE);       // offset
-  EXPECT_EQ(cuMemMap(va, g, 2 * g, h, 0), CUDA_ERROR_INVALID_VALUE);      // past the end
+  EXPECT_EQ(cuMemMap(va, 4 * g, 0, h, 0), CUDA_ERROR_INVALID_VALUE);      // past the end
   EXPECT_EQ(cuMemMap(va + g, 2 * g, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // past the range
   EXPECT_EQ(cuMemMap(va, g, 0, h + 1000, 0), CUDA_ERROR_INVALID_VALUE);   // no such handle
   EXPECT_EQ(cuMemMap(va, g, 0, h, 1), CUDA_ERROR_INVALID_VALUE);          // flags
-  ASSERT_EQ(cuMemMap(va, g, 0, h, 0), CUDA_SUCCESS);
-  EXPECT_EQ(cuMemMap(va, g, g, h, 0), CUDA_ERROR_INVALID_VALUE);  // already mapped there
-  ASSERT_EQ(cuMemMap(va + g, g, g, h, 0), CUDA_SUCCESS);
+  // "currently must be zero": no piece of an allocation but its start maps on its own.
+  EXPECT_EQ(cuMemMap(va + g, g, g, h, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemMap(va, g, 0, h, 0), CUDA_SUCCESS);  // the first half of the allocation
+  EXPECT_EQ(cuMemMap(va, g, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // already mapped there
+  ASSERT_EQ(cuMemMap(va + g, g, 0, h, 0), CUDA_SUCCESS);  // the same start mapped again
   // Unmap takes whole mappings only (one or several adjacent ones).
   EXPECT_EQ(cuMemUnmap(va, g / 2), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemUnmap(va + g / 2, g), CUDA_ERROR_INVALID_VALUE);

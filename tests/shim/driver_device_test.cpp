@@ -1,9 +1,9 @@
 // driver_device_test.cpp - the virtual memory part of shim::DriverDevice (expandable
 // segments: core/base/device.h) over the stand-in driver, linked in: the stand-in's soname
 // is libcuda.so.1, so the shim's own dlopen finds this same library and its control API.
-// What the allocator relies on: the page and the address space asked once, each page its own
-// handle, access for the device and its peers, all or nothing, nothing unmapped or given
-// back while the context captures, may_hold covering the whole reserved range.
+// What the allocator relies on: the page and the address space asked once, each page of a
+// memory mapping alone, access for the device and its peers, all or nothing, nothing
+// unmapped or released while the context captures, may_hold covering the whole range.
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
@@ -70,10 +70,11 @@ TEST_F(DriverDeviceVm, PageIsTheGranularityAndTheAddressSpaceTheMemoryAndAnEight
   EXPECT_EQ(device_->virtual_memory().address_space, vm.address_space);
 }
 
-// A reserved range lies in may_hold's span from end to end before any page is mapped; pages
-// mapped in one call are each their own mapping (one can be unmapped alone), readable and
-// writable by the device and by its peer, with copies across them.
-TEST_F(DriverDeviceVm, PagesAreMappedOneHandleEachWithAccessForThePeers) {
+// A reserved range lies in may_hold's span from end to end before anything is mapped. A
+// memory of three pages is three handles: each page maps on its own, anywhere, from its
+// own offset, readable and writable by the device and by its peer, with copies across
+// neighbouring pages; a page unmapped from the middle leaves its neighbours.
+TEST_F(DriverDeviceVm, EachPageOfAMemoryMapsOnItsOwnWithAccessForThePeers) {
   const std::size_t page = device_->virtual_memory().page;
   const core::Reservation range = device_->reserve_address(8 * page);
   ASSERT_NE(range.base, nullptr) << range.error;
@@ -83,9 +84,14 @@ TEST_F(DriverDeviceVm, PagesAreMappedOneHandleEachWithAccessForThePeers) {
   EXPECT_FALSE(device_->may_hold(base + 8 * page));
   EXPECT_EQ(device_->address_ranges(), 1u);
 
-  const core::Reservation mapped = device_->map_pages(base + page, 3 * page);
-  ASSERT_EQ(mapped.base, base + page) << mapped.error;
-  EXPECT_EQ(device_->mapped_pages(), 3u);
+  const core::Device::Memory m = device_->create_memory(3 * page);
+  ASSERT_NE(m.handle, 0u) << m.error;
+  EXPECT_EQ(access(0, base), 99u) << "made memory is mapped nowhere";
+  // Pages 2, 0 and 1 of the memory, at pages 1, 2 and 3 of the range: one call each, as
+  // the page pool maps them, and one for a run of two.
+  ASSERT_EQ(device_->map_memory(base + page, m.handle, 2 * page, page), 0);
+  ASSERT_EQ(device_->map_memory(base + 2 * page, m.handle, 0, 2 * page), 0);
+  EXPECT_EQ(device_->mappings(), 2u);
   for (std::size_t i = 1; i <= 3; ++i) {
     EXPECT_EQ(access(0, base + i * page), unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE}) << i;
     EXPECT_EQ(access(1, base + i * page + 7), unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE}) << i;
@@ -95,89 +101,102 @@ TEST_F(DriverDeviceVm, PagesAreMappedOneHandleEachWithAccessForThePeers) {
   ASSERT_EQ(cuMemcpyDtoH_v2(&last, at(base, 3 * page + page / 2 - 1), 1), CUDA_SUCCESS);
   EXPECT_EQ(last, 0x6B);
 
-  // The middle page alone: its neighbours stay.
-  ASSERT_TRUE(device_->unmap_pages(base + 2 * page, page));
-  EXPECT_EQ(device_->mapped_pages(), 2u);
-  EXPECT_EQ(cuMemsetD8_v2(at(base, 2 * page), 0, 1), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(access(0, base + 3 * page), unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE});
-  // Mapped again by a later call, then everything back.
-  ASSERT_NE(device_->map_pages(base + 2 * page, page).base, nullptr);
-  ASSERT_TRUE(device_->unmap_pages(base + page, 3 * page));
-  EXPECT_EQ(device_->mapped_pages(), 0u);
+  // The first page alone: the others stay, and it maps again elsewhere.
+  ASSERT_TRUE(device_->unmap_memory(base + page, page));
+  EXPECT_EQ(cuMemsetD8_v2(at(base, page), 0, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(access(0, base + 2 * page), unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE});
+  ASSERT_EQ(device_->map_memory(base + 6 * page, m.handle, 2 * page, page), 0);
+  ASSERT_TRUE(device_->unmap_memory(base + 6 * page, page));
+  ASSERT_TRUE(device_->unmap_memory(base + 2 * page, 2 * page));
+  EXPECT_EQ(device_->mappings(), 0u);
+  ASSERT_TRUE(device_->release_memory(m.handle, 3 * page));
+  EXPECT_EQ(device_->memories(), 0u);
   ASSERT_TRUE(device_->release_address(base, 8 * page));
   EXPECT_EQ(device_->address_ranges(), 0u);
 }
 
-// Out of memory half-way: nothing stays mapped, and the answer is out of memory (error 0),
-// so the allocator unmaps free pages elsewhere and retries. Then what fits maps.
-TEST_F(DriverDeviceVm, MappingIsAllOrNothing) {
+// Out of memory half-way through a memory: nothing is kept, and the answer is out of
+// memory (error 0), so the allocator gives back free memory and retries. Then what fits
+// is made.
+TEST_F(DriverDeviceVm, MakingMemoryIsAllOrNothing) {
   const std::size_t page = device_->virtual_memory().page;
-  const core::Reservation range = device_->reserve_address(8 * page);
-  ASSERT_NE(range.base, nullptr);
-  auto* base = static_cast<char*>(range.base);
   luma_fake_set_capacity(2 * page);
-  const core::Reservation refused = device_->map_pages(base, 3 * page);
-  EXPECT_EQ(refused.base, nullptr);
+  const core::Device::Memory refused = device_->create_memory(3 * page);
+  EXPECT_EQ(refused.handle, 0u);
   EXPECT_EQ(refused.error, 0);
-  EXPECT_EQ(device_->mapped_pages(), 0u);
-  EXPECT_EQ(access(0, base), 99u) << "a page stayed mapped";
-  ASSERT_NE(device_->map_pages(base, 2 * page).base, nullptr);
-  ASSERT_TRUE(device_->unmap_pages(base, 2 * page));
-  ASSERT_TRUE(device_->release_address(base, 8 * page));
+  EXPECT_EQ(device_->memories(), 0u);
+  const core::Device::Memory fits = device_->create_memory(2 * page);
+  ASSERT_NE(fits.handle, 0u) << "the refused memory's pages were kept: " << fits.error;
+  ASSERT_TRUE(device_->release_memory(fits.handle, 2 * page));
 }
 
-// What is not a run of pages as the contract says is refused without a driver call.
-TEST_F(DriverDeviceVm, BadRunsAreRefused) {
+// What the contract does not allow is refused without a driver call.
+TEST_F(DriverDeviceVm, BadRequestsAreRefused) {
   const std::size_t page = device_->virtual_memory().page;
   const core::Reservation range = device_->reserve_address(4 * page);
   ASSERT_NE(range.base, nullptr);
   auto* base = static_cast<char*>(range.base);
-  ASSERT_NE(device_->map_pages(base, 2 * page).base, nullptr);
-  EXPECT_EQ(device_->map_pages(base + page, 2 * page).base, nullptr);  // overlaps
-  EXPECT_EQ(device_->map_pages(base + 3 * page, page / 2).base, nullptr);  // not a page
-  EXPECT_FALSE(device_->unmap_pages(base + page, 2 * page));  // the second page is not mapped
-  EXPECT_FALSE(device_->release_address(base, 4 * page));     // pages still mapped
-  EXPECT_EQ(device_->mapped_pages(), 2u);
-  ASSERT_TRUE(device_->unmap_pages(base, 2 * page));
+  const core::Device::Memory m = device_->create_memory(2 * page);
+  ASSERT_NE(m.handle, 0u);
+  EXPECT_NE(device_->create_memory(page / 2).error, 0);                        // not a page
+  ASSERT_EQ(device_->map_memory(base, m.handle, 0, 2 * page), 0);
+  EXPECT_NE(device_->map_memory(base + page, m.handle, 0, page), 0);          // overlaps
+  EXPECT_NE(device_->map_memory(base + 2 * page, m.handle, page, 2 * page), 0);  // past the memory
+  EXPECT_NE(device_->map_memory(base + 2 * page, m.handle + 1, 0, page), 0);  // no such memory
+  EXPECT_FALSE(device_->unmap_memory(base, page));  // not what was mapped
+  EXPECT_FALSE(device_->release_address(base, 4 * page));  // still mapped
+  EXPECT_EQ(device_->mappings(), 1u);
+  ASSERT_TRUE(device_->unmap_memory(base, 2 * page));
+  ASSERT_TRUE(device_->release_memory(m.handle, 2 * page));
   ASSERT_TRUE(device_->release_address(base, 4 * page));
 }
 
-// During a global capture in this context: mapping still works (luma's calls run in
-// relaxed mode, which the capture allows: it ends with a graph), but no page is unmapped
-// and no range given back until the capture ended.
+// During a global capture in this context: making and mapping memory still work (luma's
+// calls run in relaxed mode, which the capture allows: it ends with a graph), but nothing
+// is unmapped or released until the capture ended.
 TEST_F(DriverDeviceVm, CaptureAllowsMappingAndHoldsUnmapping) {
   const std::size_t page = device_->virtual_memory().page;
   const core::Reservation range = device_->reserve_address(4 * page);
   ASSERT_NE(range.base, nullptr);
   auto* base = static_cast<char*>(range.base);
-  ASSERT_NE(device_->map_pages(base, page).base, nullptr);
+  const core::Device::Memory before = device_->create_memory(page);
+  ASSERT_NE(before.handle, 0u);
+  ASSERT_EQ(device_->map_memory(base, before.handle, 0, page), 0);
   CUstream s = nullptr;
   ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   captures_.begin(ctx_, s, CaptureMode::global, this_thread_id());
-  ASSERT_NE(device_->map_pages(base + page, page).base, nullptr);
-  EXPECT_FALSE(device_->unmap_pages(base, page));
-  EXPECT_EQ(device_->mapped_pages(), 2u);
+  const core::Device::Memory during = device_->create_memory(page);
+  ASSERT_NE(during.handle, 0u) << during.error;
+  ASSERT_EQ(device_->map_memory(base + page, during.handle, 0, page), 0);
+  EXPECT_FALSE(device_->unmap_memory(base, page));
+  EXPECT_EQ(device_->mappings(), 2u);
   CUgraph graph = nullptr;
   EXPECT_EQ(cuStreamEndCapture(s, &graph), CUDA_SUCCESS) << "luma's mapping invalidated the capture";
   captures_.end(s);
   if (graph != nullptr) cuGraphDestroy(graph);
-  ASSERT_TRUE(device_->unmap_pages(base, 2 * page));
+  ASSERT_TRUE(device_->unmap_memory(base, page));
+  ASSERT_TRUE(device_->unmap_memory(base + page, page));
+  ASSERT_TRUE(device_->release_memory(before.handle, page));
+  ASSERT_TRUE(device_->release_memory(during.handle, page));
   ASSERT_TRUE(device_->release_address(base, 4 * page));
   ASSERT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
-// The context is gone: every page and range this device held goes back to the driver.
-TEST_F(DriverDeviceVm, GivingBackReleasesEveryPageAndRange) {
+// The context is gone: every mapping, handle and range this device held goes back.
+TEST_F(DriverDeviceVm, GivingBackReleasesEverything) {
   const std::size_t page = device_->virtual_memory().page;
   const core::Reservation a = device_->reserve_address(4 * page);
   const core::Reservation b = device_->reserve_address(4 * page);
   ASSERT_NE(a.base, nullptr);
   ASSERT_NE(b.base, nullptr);
-  ASSERT_NE(device_->map_pages(a.base, 3 * page).base, nullptr);
-  ASSERT_NE(device_->map_pages(static_cast<char*>(b.base) + page, page).base, nullptr);
+  const core::Device::Memory m = device_->create_memory(4 * page);
+  ASSERT_NE(m.handle, 0u);
+  ASSERT_EQ(device_->map_memory(a.base, m.handle, 0, 3 * page), 0);
+  ASSERT_EQ(device_->map_memory(static_cast<char*>(b.base) + page, m.handle, 3 * page, page), 0);
   device_->give_back_virtual_memory();
-  EXPECT_EQ(device_->mapped_pages(), 0u);
+  EXPECT_EQ(device_->mappings(), 0u);
+  EXPECT_EQ(device_->memories(), 0u);
   EXPECT_EQ(device_->address_ranges(), 0u);
   EXPECT_EQ(access(0, a.base), 99u);
   EXPECT_EQ(cuMemAddressFree(reinterpret_cast<CUdeviceptr>(a.base), 4 * page), CUDA_ERROR_INVALID_VALUE)
