@@ -240,7 +240,7 @@ CUresult allocate(CUdeviceptr* dptr, size_t size, MemKind kind, const void* grap
   }
   size_t rounded = rounded_size(size);
   std::lock_guard lock(st.mem_m);
-  if (c.live_bytes.load() + rounded > capacity) {
+  if (c.live_bytes.load() + vmm_physical_bytes(ctx->device) + rounded > capacity) {
     ++c.failed_allocs;
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -892,7 +892,7 @@ CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   State& st = state();
   uint64_t cap = st.settings.capacity.load();
-  uint64_t live = st.counters[ctx->device].live_bytes.load();
+  uint64_t live = st.counters[ctx->device].live_bytes.load() + vmm_physical_bytes(ctx->device);
   *free = live >= cap ? 0 : cap - live;
   *total = cap;
   return CUDA_SUCCESS;

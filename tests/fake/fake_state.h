@@ -246,6 +246,9 @@ struct VmmReport {
   uint64_t handles = 0, reservations = 0, mappings = 0;
 };
 VmmReport vmm_report();
+// The cuMemCreate memory of a device not yet freed; lock-free (cuMemAlloc and cuMemGetInfo
+// count it against the capacity, as a GPU's memory holds both).
+uint64_t vmm_physical_bytes(int device);
 
 // Device memory arenas (fake_arena.cpp). Caller holds mem_m.
 uintptr_t arena_alloc(State& st, int device, size_t rounded);  // 0 when full

@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <deque>
 #include <iterator>
 #include <map>
@@ -64,7 +65,7 @@ struct Vmm {
   Pool* default_pools[kMaxDevices] = {};
   std::map<CUmemGenericAllocationHandle, Physical> physical;
   CUmemGenericAllocationHandle next_handle = 1;
-  uint64_t physical_bytes[kMaxDevices] = {};
+  std::atomic<uint64_t> physical_bytes[kMaxDevices] = {};  // read without m (vmm_physical_bytes)
   std::map<uintptr_t, size_t> reservations;  // start -> size
   std::map<uintptr_t, Mapping> mappings;     // start -> mapping
 };
@@ -247,7 +248,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   std::lock_guard lock(v.m);
   const uint64_t capacity = st.settings.capacity.load();
   if (size > capacity ||
-      st.counters[device].live_bytes.load() + v.physical_bytes[device] + size > capacity)
+      st.counters[device].live_bytes.load() + v.physical_bytes[device].load() + size > capacity)
     return CUDA_ERROR_OUT_OF_MEMORY;
   const int fd = memfd_create("luma-fake-vmm", MFD_CLOEXEC);
   if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -420,11 +421,13 @@ CUresult cuMemGetAccess(unsigned long long* flags, const CUmemLocation* location
 
 namespace luma::fake {
 
+uint64_t vmm_physical_bytes(int device) { return vmm().physical_bytes[device].load(); }
+
 VmmReport vmm_report() {
   Vmm& v = vmm();
   std::lock_guard lock(v.m);
   VmmReport r;
-  for (int d = 0; d < kMaxDevices; ++d) r.physical_bytes[d] = v.physical_bytes[d];
+  for (int d = 0; d < kMaxDevices; ++d) r.physical_bytes[d] = v.physical_bytes[d].load();
   r.handles = v.physical.size();
   r.reservations = v.reservations.size();
   r.mappings = v.mappings.size();

@@ -343,6 +343,26 @@ TEST_F(FakeVmm, CallsThatChangeMemoryAreUnsafeInACapture) {
   ASSERT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
+// One memory for both kinds of allocation: cuMemCreate memory is used memory to
+// cuMemGetInfo and to cuMemAlloc, until its last mapping and its handle are gone.
+TEST_F(FakeVmm, CreatedMemoryCountsAgainstTheCapacity) {
+  const size_t g = granularity();
+  const CUmemAllocationProp p = prop(0);
+  luma_fake_set_capacity(4 * g);
+  CUmemGenericAllocationHandle h = 0;
+  ASSERT_EQ(cuMemCreate(&h, 3 * g, &p, 0), CUDA_SUCCESS);
+  size_t free = 0, total = 0;
+  ASSERT_EQ(cuMemGetInfo_v2(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free, g);
+  CUdeviceptr d = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&d, 2 * g), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemGetInfo_v2(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free, 4 * g);
+  ASSERT_EQ(cuMemAlloc_v2(&d, 2 * g), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree_v2(d), CUDA_SUCCESS);
+}
+
 TEST_F(FakeVmm, ProcAddressKnowsThePoolAndVmmCalls) {
   void* fn = nullptr;
   CUdriverProcAddressQueryResult st = 0;
