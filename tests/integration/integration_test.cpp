@@ -1020,6 +1020,147 @@ TEST(MemoryLimits, BadLimitSettingsAreNamedAndTheProgramRunsOn) {
   EXPECT_EQ(count(r.err, "limit_group: bad value 'a/b'"), 1) << r.err;
 }
 
+// ---- expandable segments (LUMA_CONF=expandable_segments:1) ---------------------------
+// Each pool's memory is pages mapped into address space it reserved once
+// (shim/driver_device.h; docs/placement.md, "Expandable segments"). The stand-in's exit
+// report says which driver calls were made and what virtual memory is still held.
+
+const Env kExpandable = {{"LUMA_CONF", "expandable_segments:1"}};
+
+std::uint64_t vmm_held(const LumaRun& r, const char* what) {
+  if (!r.counters.is_object() || !r.counters.contains("vmm")) return ~std::uint64_t{0};
+  return r.counters["vmm"].value(what, ~std::uint64_t{0});
+}
+
+// What luma counts as reserved on device 0 is exactly what the driver holds for it: the
+// bytes of every cuMemCreate not yet given back, and no cuMemAlloc memory. Nothing is held
+// that luma does not know of (memory leaked by a lost handle, a range not freed).
+void expect_held_is_reserved(const LumaRun& r) {
+  std::uint64_t reserved = 0;
+  for (const json& d : r.stats["devices"])
+    if (d.value("device", -1) == 0) reserved += d["reserved_bytes"].get<std::uint64_t>();
+  ASSERT_TRUE(r.counters.is_object() && r.counters.contains("vmm")) << r.counters.dump();
+  EXPECT_EQ(r.counters["vmm"]["physical_bytes"][0].get<std::uint64_t>(), reserved)
+      << r.counters.dump() << r.stats.dump();
+  EXPECT_EQ(device_counters(r.counters, 0)["live_bytes"].get<std::uint64_t>(), 0u) << r.counters.dump();
+}
+
+// Blocks of sizes across page boundaries, each written whole with its own tag and read
+// back byte by byte after every other block was written, then half freed and others placed
+// among the rest: no two blocks share a byte, and copies run across pages. With the driver
+// API every byte of a block names the block as its range (cuMemGetAddressRange,
+// cuPointerGetAttribute(s): the driver alone would name one page) and every device may
+// read and write it. No cuMemAlloc is made for ordinary allocations.
+TEST_P(EveryKind, ExpandableSegmentsKeepBlocksAcrossPagesIntact) {
+  REQUIRE_PROGRAMS();
+  std::vector<std::string> args{"pages", "3"};
+  if (GetParam() == "driver") args.push_back("peers");
+  LumaRun r = run_under_luma(GetParam(), args, kExpandable);
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_NE(r.result.out.find("every block's bytes intact"), std::string::npos) << r.result.out;
+  EXPECT_EQ(device_counters(r.counters, 0)["mem_alloc_calls"].get<int>(), 0) << r.counters.dump();
+  EXPECT_GE(driver_calls(r, "cuMemCreate"), 1u) << r.counters.dump();
+  EXPECT_EQ(driver_calls(r, "cuMemMap"), driver_calls(r, "cuMemSetAccess")) << r.counters.dump();
+  expect_held_is_reserved(r);
+  EXPECT_TRUE(r.result.err.empty()) << r.result.err;
+}
+
+// Loops of allocations reuse the pages they mapped: at most one cuMemCreate per 50
+// allocations (a handful for thousands), none of cuMemAlloc; threads writing and checking
+// their blocks likewise make no cuMemAlloc.
+TEST_P(EveryKind, ExpandableSegmentsMakeFewDriverAllocations) {
+  REQUIRE_PROGRAMS();
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"loop", "1000", "1048576"}, {"loop-mixed", "2000"}, {"stress", "4", "300"}}) {
+    LumaRun r = run_under_luma(GetParam(), args, kExpandable);
+    ASSERT_EQ(r.result.exit_code, 0) << args[0] << "\n" << describe(r.result);
+    const std::uint64_t allocations = device_stats(r.stats, 0)["alloc_calls"].get<std::uint64_t>();
+    if (args[0] != "stress") {
+      EXPECT_GE(allocations, 1000u) << args[0];
+      EXPECT_LE(driver_calls(r, "cuMemCreate") * 50, allocations) << args[0] << " " << r.counters.dump();
+    }
+    EXPECT_GE(driver_calls(r, "cuMemCreate"), 1u) << args[0] << " " << r.counters.dump();
+    EXPECT_EQ(device_counters(r.counters, 0)["mem_alloc_calls"].get<int>(), 0) << args[0] << " " << r.counters.dump();
+    expect_held_is_reserved(r);
+  }
+}
+
+// Out of memory with expandable segments: the free pages are unmapped and the memory made
+// again where it is needed; the program recovers, and what the driver holds at the end is
+// what luma counts.
+TEST_P(EveryKind, ExpandableSegmentsRecoverFromOutOfMemory) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"oom"}, kExpandable);
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_NE(r.result.out.find("recovered"), std::string::npos) << r.result.out;
+  EXPECT_EQ(device_counters(r.counters, 0)["mem_alloc_calls"].get<int>(), 0) << r.counters.dump();
+  expect_held_is_reserved(r);
+}
+
+// Contexts destroyed with pages mapped: their pages, handles and address ranges go back to
+// the driver (which, on the stand-in, keeps virtual memory past a context); at exit the
+// driver holds only what the one live context's allocator counts. Without the give-back
+// the three created contexts and the first primary one left theirs behind (8 ranges).
+TEST(ExpandableSegments, DestroyedContextsGiveTheirVirtualMemoryBack) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma("driver", {"contexts"}, kExpandable);
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_LE(vmm_held(r, "reservations"), 2u) << r.counters.dump();
+  EXPECT_EQ(vmm_held(r, "handles"), vmm_held(r, "mappings")) << r.counters.dump();
+  EXPECT_EQ(driver_calls(r, "cuMemAddressReserve") - driver_calls(r, "cuMemAddressFree"), vmm_held(r, "reservations"))
+      << r.counters.dump();
+  expect_held_is_reserved(r);
+  LumaRun reset = run_under_luma("driver", {"reset"}, kExpandable);
+  ASSERT_EQ(reset.result.exit_code, 0) << describe(reset.result);
+  expect_held_is_reserved(reset);
+}
+
+// The stream-capture programs get the driver's answers with expandable segments as
+// without: luma's own page calls during a capture run in relaxed mode and invalidate
+// nothing, and nothing is unmapped while a capture is underway.
+TEST(ExpandableSegments, CapturePatternsGetTheDriversAnswers) {
+  REQUIRE_PROGRAMS();
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"graph-pattern", "20"}, {"capture-global"}, {"capture-free-async"},
+        {"capture-other-threads"}, {"capture-invalidated-free"}, {"capture-blocking"}}) {
+    Result plain = run_plain("driver", args);
+    ASSERT_EQ(plain.exit_code, 0) << "without luma\n" << describe(plain);
+    LumaRun r = run_under_luma("driver", args, kExpandable);
+    ASSERT_EQ(r.result.exit_code, 0) << args[0] << "\n" << describe(r.result);
+    EXPECT_EQ(r.result.out, plain.out) << args[0];
+    EXPECT_TRUE(r.result.err.empty()) << args[0] << "\n" << r.result.err;
+    expect_held_is_reserved(r);
+  }
+}
+
+// Legacy IPC cannot export virtual memory: cuIpcGetMemHandle of a block of an expandable
+// segment gets the driver's own refusal (CUDA_ERROR_INVALID_VALUE) and one line naming
+// the settings that help. With ipc_own_segment an allocation of that size or more is a
+// cuMemAlloc segment of its own: it exports, and CUDA's simpleIPC pattern works.
+TEST(ExpandableSegments, IpcOfABlockGetsTheDriversRefusalAndTheWayOut) {
+  REQUIRE_PROGRAMS();
+  Result plain = run_plain("driver", {"ipc-answer", "4096"});
+  ASSERT_EQ(plain.exit_code, 0) << describe(plain);
+  EXPECT_NE(plain.out.find("bytes: 0"), std::string::npos) << plain.out;
+  LumaRun r = run_under_luma("driver", {"ipc-answer", "4096"}, kExpandable);
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_NE(r.result.out.find("bytes: 1"), std::string::npos) << r.result.out;
+  EXPECT_EQ(count(r.result.err, "LUMA_CONF=ipc_own_segment:SIZE"), 1) << r.result.err;
+  EXPECT_EQ(count(r.result.err, "expandable_segments:0"), 1) << r.result.err;
+  EXPECT_EQ(r.result.err.find(kIpcInsideSegmentWarning), std::string::npos) << r.result.err;
+
+  const Env own = {{"LUMA_CONF", "expandable_segments:1,ipc_own_segment:1M"}};
+  LumaRun exported = run_under_luma("driver", {"ipc-answer", "2097152"}, own);
+  ASSERT_EQ(exported.result.exit_code, 0) << describe(exported.result);
+  EXPECT_NE(exported.result.out.find("bytes: 0"), std::string::npos) << exported.result.out;
+  EXPECT_TRUE(exported.result.err.empty()) << exported.result.err;
+  Result simple_plain = run_plain("driver", {"ipc-simple", "2097152"});
+  ASSERT_EQ(simple_plain.exit_code, 0) << describe(simple_plain);
+  LumaRun simple = run_under_luma("driver", {"ipc-simple", "2097152"}, own);
+  ASSERT_EQ(simple.result.exit_code, 0) << describe(simple.result);
+  EXPECT_EQ(simple.result.out, simple_plain.out);
+}
+
 INSTANTIATE_TEST_SUITE_P(Programs, EveryKind,
                          ::testing::Values("static", "shared", "dlopen", "driver"),
                          [](const auto& info) { return info.param; });

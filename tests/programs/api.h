@@ -48,6 +48,12 @@ struct DriverCalls {
   int (*vmm_map)(void* va, size_t n, unsigned long long handle);
   int (*vmm_unmap)(void* va, size_t n);
   int (*vmm_set_access)(void* va, size_t n);
+  // cuMemGetAccess: what `device` may do at p (CUmemAccess_flags: 3 read-write).
+  int (*vmm_get_access)(const void* p, int device, unsigned long long* flags);
+  // The range holding p as cuPointerGetAttribute (RANGE_START_ADDR, RANGE_SIZE) and as one
+  // cuPointerGetAttributes call (RANGE_START_ADDR, RANGE_SIZE, BUFFER_ID) give it.
+  int (*pointer_range)(const void* p, void** start, size_t* size);
+  int (*pointer_range_and_id)(const void* p, void** start, size_t* size, unsigned long long* id);
 };
 
 struct Api {

@@ -204,6 +204,28 @@ const DriverCalls kDriverCalls = {
       access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
       return cuMemSetAccess(dp(va), n, &access, 1);
     },
+    [](const void* p, int device, unsigned long long* flags) -> int {
+      READY();
+      CUmemLocation where{CU_MEM_LOCATION_TYPE_DEVICE, device};
+      return cuMemGetAccess(flags, &where, dp(p));
+    },
+    [](const void* p, void** start, size_t* size) -> int {
+      READY();
+      CUdeviceptr s = 0;
+      if (CUresult r = cuPointerGetAttribute(&s, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, dp(p))) return r;
+      *start = reinterpret_cast<void*>(s);
+      return cuPointerGetAttribute(size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, dp(p));
+    },
+    [](const void* p, void** start, size_t* size, unsigned long long* id) -> int {
+      READY();
+      CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                     CU_POINTER_ATTRIBUTE_BUFFER_ID};
+      CUdeviceptr s = 0;
+      void* data[] = {&s, size, id};
+      CUresult r = cuPointerGetAttributes(3, attrs, data, dp(p));
+      *start = reinterpret_cast<void*>(s);
+      return r;
+    },
 };
 
 const Api kApi = {

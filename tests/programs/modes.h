@@ -54,6 +54,10 @@ int mode_ipc_simple_peer(int argc, char** argv);
 int mode_host_managed(int argc, char** argv);
 int mode_pool_vmm(int argc, char** argv);
 
+// modes_pages.cpp: blocks across device pages (expandable segments), the IPC answer
+int mode_pages(int argc, char** argv);
+int mode_ipc_answer(int argc, char** argv);
+
 // modes_capture.cpp: stream capture and CUDA graphs
 int mode_graph_pattern(int argc, char** argv);
 int mode_capture_global(int argc, char** argv);

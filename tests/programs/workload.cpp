@@ -59,6 +59,8 @@ const Mode kModes[] = {
     {"ipc-ranges-peer", "(stdin: HANDLE OFFSET LENGTH ID lines)", mode_ipc_ranges_peer},
     {"ipc-simple", "SIZE", mode_ipc_simple},
     {"ipc-simple-peer", "(stdin: HANDLE LENGTH ID)", mode_ipc_simple_peer},
+    {"pages", "[ROUNDS [peers]]", mode_pages},
+    {"ipc-answer", "SIZE", mode_ipc_answer},
     {"graph-pattern", "[LAUNCHES]", mode_graph_pattern},
     {"capture-global", "", mode_capture_global},
     {"capture-free-async", "", mode_capture_free_async},
