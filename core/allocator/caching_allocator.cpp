@@ -695,6 +695,29 @@ struct CachingAllocator::Impl {
   }
   std::array<std::size_t, kPools> spare_now() const noexcept { return {pages.spare(Pool::small), pages.spare(Pool::large)}; }
 
+  // Segment events of an expandable segment: one per page mapped or unmapped, so that a
+  // trace says which addresses have memory behind them and every release pairs with a
+  // reserve at its address. (Driver allocations are the page pool's memories, counted in
+  // num_device_alloc; a page event is not one.)
+  void emit_pages(EventKind kind, std::uintptr_t addr, std::size_t bytes) noexcept {
+    if (sink == nullptr) return;
+    for (std::uintptr_t a = addr; a < addr + bytes; a += vm.page) emit(kind, a, vm.page, 0);
+  }
+  // The pages of every run of mapped blocks of the expanse s, as released.
+  void emit_mapped_pages_released(const Segment* s) noexcept {
+    if (sink == nullptr) return;
+    for (const Block* b = s->first; b != nullptr;) {
+      if (b->state == BlockState::unmapped) {
+        b = b->next;
+        continue;
+      }
+      const std::uintptr_t a = b->addr;  // a run of mapped blocks: whole pages
+      std::uintptr_t e = b->addr;
+      for (; b != nullptr && b->state != BlockState::unmapped; b = b->next) e = b->addr + b->size;
+      emit_pages(EventKind::segment_release, a, e - a);
+    }
+  }
+
   // Gives back the memories none of whose pages is mapped; returns the bytes.
   std::size_t trim_pages() noexcept {
     const PagePool::Trimmed t = pages.trim();
@@ -704,7 +727,6 @@ struct CachingAllocator::Impl {
       bytes += t.bytes[q];
     }
     stats.num_device_free += t.memories;
-    for (const auto& [name, size] : t.released) emit(EventKind::segment_release, name, size, 0);
     return bytes;
   }
 
@@ -773,10 +795,8 @@ struct CachingAllocator::Impl {
       *r = pages.map(u->pool, u->addr, bytes, &made);
       if (r->base == nullptr) return nullptr;
       spare_used(before);
-      if (made != 0) {  // a driver allocation, named by where it was first mapped
-        ++stats.num_device_alloc;
-        emit(EventKind::segment_reserve, u->addr + (bytes - made), made, 0);
-      }
+      if (made != 0) ++stats.num_device_alloc;
+      emit_pages(EventKind::segment_reserve, u->addr, bytes);
       b = mapped(u, bytes);
     }
     return b;
@@ -832,6 +852,7 @@ struct CachingAllocator::Impl {
         }
         const std::size_t done = pages.unmap(p, e - bytes, bytes);
         if (done == 0) return released;
+        emit_pages(EventKind::segment_release, e - bytes, done);
         b = unmapped_range(s, b, e - bytes, done);
         released += done;
         if (done < bytes) return released;
@@ -920,8 +941,8 @@ struct CachingAllocator::Impl {
       room = find_room(p, rounded);
       if (room.start == nullptr) return nullptr;
     }
-    // As grow(): near the limit every free page goes first; otherwise, above the
-    // high-water mark, enough free pages go that the new ones do not raise it.
+    // As grow(): near the limit, free pages move to the room rather than new memory be
+    // made; otherwise only above the high-water mark, enough that it is not raised.
     const Device::Headroom headroom = dev.headroom();
     const bool near_limit = opt.pressure_divisor != 0 && headroom.left < headroom.limit / opt.pressure_divisor;
     const auto reserved = static_cast<std::size_t>(stats.reserved_bytes.all_current());
@@ -1149,6 +1170,7 @@ struct CachingAllocator::Impl {
   // left with no page mapped, and frees its address range. false: the device kept some
   // of it (the allocator keeps the segment).
   bool release_expanse(Segment* s) noexcept {
+    emit_mapped_pages_released(s);  // (before: a device that keeps some is an error anyway)
     for (Block* b = s->first; b != nullptr;) {
       if (b->state == BlockState::unmapped) {
         b = b->next;
@@ -1174,6 +1196,7 @@ struct CachingAllocator::Impl {
   void forget_segment(Segment* s) noexcept {
     const Pool p = s->pool;
     if (s->own) --own_segments;
+    if (s->expandable && s->mapped != 0) emit_mapped_pages_released(s);  // (release_expanse did)
     for (Block* b = s->first; b != nullptr;) {
       Block* next = b->next;
       if (b->state == BlockState::unmapped) unmapped_remove(b);

@@ -31,7 +31,7 @@ Reservation PagePool::map(Pool p, std::uintptr_t addr, std::size_t bytes, std::s
     if (m.handle == 0) return m.error == 0 ? Reservation::out_of_memory() : Reservation::failed(m.error);
     created = m.handle;
     try {
-      memories_.emplace(created, Memory{fresh * page_, 0, addr + use.size() * page_});
+      memories_.emplace(created, Memory{fresh * page_, 0});
     } catch (...) {
       dev_.release_memory(created, fresh * page_);
       return Reservation::out_of_memory();
@@ -117,10 +117,6 @@ PagePool::Trimmed PagePool::trim() noexcept {
       return true;
     });
     ++t.memories;
-    try {
-      t.released.emplace_back(it->second.name, it->second.bytes);
-    } catch (...) {  // (the list is for events only)
-    }
     it = memories_.erase(it);
   }
   return t;

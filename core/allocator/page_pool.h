@@ -41,8 +41,7 @@ class PagePool {
   // Maps [addr, addr + bytes) (whole pages) for pool p: spare pages first (p's own
   // first), then one new memory for the rest. All or nothing. Returns {addr, 0}, or no
   // base and why (error 0: out of memory, host or device; else the device's own code).
-  // *made: the size of the new memory made (0: none), for the caller's statistics; it is
-  // named by addr (the first address it was mapped at) in trim's list.
+  // *made: the size of the new memory made (0: none), for the caller's statistics.
   Reservation map(Pool p, std::uintptr_t addr, std::size_t bytes, std::size_t* made) noexcept;
 
   // Unmaps the pages of [addr, addr + bytes) from the lowest on, each becoming spare in
@@ -55,9 +54,6 @@ class PagePool {
   struct Trimmed {
     std::array<std::size_t, kPools> bytes{};
     std::size_t memories = 0;
-    // Each memory given back: where it was first mapped (its name in segment events, as
-    // map's *first) and its size; empty if the host had no memory for the list.
-    std::vector<std::pair<std::uintptr_t, std::size_t>> released;
   };
   Trimmed trim() noexcept;
 
@@ -78,7 +74,6 @@ class PagePool {
   struct Memory {
     std::size_t bytes = 0;
     std::size_t mapped_pages = 0;
-    std::uintptr_t name = 0;  // where it was first mapped
   };
   struct Page {
     std::uint64_t memory = 0;

@@ -52,7 +52,7 @@ constexpr const char* kKeep = "large_segment:20M,max_split_size:1024G,release_fr
 
 std::uint64_t attributed_sum(const PeakAttribution& a) {
   return a.live_requested + a.rounding + a.unsplit + a.pending + a.new_segment_rest + a.free_pieces_too_small +
-         a.free_segments_too_small + a.free_other_pool + a.free_fitting;
+         a.free_segments_too_small + a.free_other_pool + a.free_fitting + a.spare_pages;
 }
 
 TEST(Simulation, PeakLiveIsTheLowerBoundOfTheRequestedBytes) {
@@ -199,7 +199,8 @@ TEST(Simulation, AttributionAddsUpOnARandomRunUnderEverySetting) {
     }
   }
   finish_sim_sequence(b.s);
-  for (const char* conf : {"", kKeep, "large_segment:64M", "max_split_size:64M", "min_split:1M", "memory_limit:1G"}) {
+  for (const char* conf : {"", kKeep, "large_segment:64M", "max_split_size:64M", "min_split:1M", "memory_limit:1G",
+                           "expandable_segments:1", "expandable_segments:1,memory_limit:1G"}) {
     for (std::uint64_t latency : {std::uint64_t{0}, std::uint64_t{5000}}) {
       const SimResult r = simulate(b.s, with(conf, latency));
       ASSERT_TRUE(r.completed) << conf;
