@@ -221,6 +221,7 @@ core::Reservation DriverDevice::reserve_address(std::size_t bytes) noexcept {
     const auto base = static_cast<std::uintptr_t>(p);
     widen_span(base, bytes);
     ranges_.emplace_back(base, bytes);
+    if (range_observer_ != nullptr) range_observer_->range_reserved(base, bytes);
     return {reinterpret_cast<void*>(base), 0};
   }
   if (r == CUDA_ERROR_OUT_OF_MEMORY) return core::Reservation::out_of_memory();
@@ -246,6 +247,7 @@ bool DriverDevice::release_address(void* base, std::size_t bytes) noexcept {
     return false;
   }
   ranges_.erase(range);
+  if (range_observer_ != nullptr) range_observer_->range_released(b);
   return true;
 }
 
@@ -413,7 +415,10 @@ void DriverDevice::give_back_virtual_memory() noexcept {
         ++handles;
         refused += driver_.mem_release(h) != CUDA_SUCCESS;
       }
-  for (const auto& [b, bytes] : ranges_) refused += driver_.mem_address_free(as_dptr(b), bytes) != CUDA_SUCCESS;
+  for (const auto& [b, bytes] : ranges_) {
+    refused += driver_.mem_address_free(as_dptr(b), bytes) != CUDA_SUCCESS;
+    if (range_observer_ != nullptr) range_observer_->range_released(b);
+  }
   log_noexcept(spdlog::level::info,
                "context {} was destroyed: gave back {} mappings, {} page handles and {} address ranges "
                "of expandable segments ({} calls refused)",

@@ -73,6 +73,17 @@ class DriverDevice final : public core::Device {
   // the driver frees virtual memory with a context is not documented; the stand-in keeps
   // it, and a driver that freed it answers errors, which are then only counted.
   void give_back_virtual_memory() noexcept;
+  // Told of each address range reserved and freed, under the allocator's lock like every
+  // call here (a tool's description of memory: nvtx_memory.h). Set before use.
+  class RangeObserver {
+   public:
+    virtual void range_reserved(std::uintptr_t base, std::size_t bytes) noexcept = 0;
+    virtual void range_released(std::uintptr_t base) noexcept = 0;
+
+   protected:
+    ~RangeObserver() = default;
+  };
+  void set_range_observer(RangeObserver* observer) noexcept { range_observer_ = observer; }
   // What is held now (tests): memories made and not released, map_memory ranges mapped,
   // address ranges reserved.
   std::size_t memories() const noexcept { return memories_.size(); }
@@ -168,6 +179,7 @@ class DriverDevice final : public core::Device {
   std::uint64_t next_memory_ = 1;
   std::map<std::uintptr_t, Mapping> mapped_;
   std::vector<std::pair<std::uintptr_t, std::size_t>> ranges_;
+  RangeObserver* range_observer_ = nullptr;
   // Fence tokens are this pool's; free_sync:device records no event (a fence is only taken
   // in a capture, and completed by a synchronization after it).
   FenceSlots slots_{driver_, ctx_, streams_, captures_, cover_,

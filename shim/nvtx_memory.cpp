@@ -35,15 +35,20 @@ nvtxDomainHandle_t luma_domain() noexcept {
   return domain;
 }
 
-class NvtxMemorySink final : public core::EventSink {
+class NvtxMemorySink final : public core::EventSink, public DriverDevice::RangeObserver {
  public:
   explicit NvtxMemorySink(core::EventSink* next) : next_(next), domain_(luma_domain()) {}
 
-  // Called with the allocator's lock held: one allocator's events arrive in order.
+  // Called with the allocator's lock held: one allocator's events arrive in order. A page
+  // of an expandable segment (inside a range heap) is no heap of its own.
   void on_event(const core::Event& e) noexcept override {
     switch (e.kind) {
-      case core::EventKind::segment_reserve: add_heap(e.address, e.size); break;
-      case core::EventKind::segment_release: drop_heap(e.address); break;
+      case core::EventKind::segment_reserve:
+        if (!in_range(e.address)) add_heap(e.address, e.size, "luma segment");
+        break;
+      case core::EventKind::segment_release:
+        if (!in_range(e.address)) drop_heap(e.address);
+        break;
       case core::EventKind::alloc: add_region(e.address, e.requested != 0 ? e.requested : e.size); break;
       case core::EventKind::free_requested: drop_region(e.address); break;
       default: break;
@@ -51,8 +56,28 @@ class NvtxMemorySink final : public core::EventSink {
     if (next_ != nullptr) next_->on_event(e);
   }
 
+  // An expandable segment's address range: one heap from its reservation to its release.
+  void range_reserved(std::uintptr_t base, std::size_t bytes) noexcept override {
+    add_heap(base, bytes, "luma expandable segment");
+    try {
+      ranges_[base] = bytes;
+    } catch (...) {  // no host memory: its pages become heaps of their own
+      drop_heap(base);
+    }
+  }
+  void range_released(std::uintptr_t base) noexcept override {
+    if (ranges_.erase(base) != 0) drop_heap(base);
+  }
+
  private:
-  void add_heap(std::uint64_t base, std::uint64_t size) noexcept {
+  bool in_range(std::uint64_t address) const noexcept {
+    auto it = ranges_.upper_bound(address);
+    if (it == ranges_.begin()) return false;
+    --it;
+    return address - it->first < it->second;
+  }
+
+  void add_heap(std::uint64_t base, std::uint64_t size, const char* what) noexcept {
     nvtxMemVirtualRangeDesc_t range{};
     range.ptr = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(base));
     range.size = static_cast<std::size_t>(size);
@@ -64,7 +89,7 @@ class NvtxMemorySink final : public core::EventSink {
     desc.typeSpecificDescSize = sizeof range;
     desc.typeSpecificDesc = &range;
     desc.messageType = NVTX_MESSAGE_TYPE_ASCII;
-    desc.message.ascii = "luma segment";
+    desc.message.ascii = what;
     const nvtxMemHeapHandle_t heap = nvtxMemHeapRegister(domain_, &desc);
     try {
       heaps_[base] = heap;
@@ -113,12 +138,13 @@ class NvtxMemorySink final : public core::EventSink {
 
   core::EventSink* next_;
   nvtxDomainHandle_t domain_;
-  std::map<std::uint64_t, nvtxMemHeapHandle_t> heaps_;  // by segment base
+  std::map<std::uint64_t, nvtxMemHeapHandle_t> heaps_;  // by segment (or range) base
+  std::map<std::uint64_t, std::size_t> ranges_;         // expandable segments' ranges
 };
 
 }  // namespace
 
-core::EventSink* nvtx_memory_sink(core::EventSink* next) noexcept {
+core::EventSink* nvtx_memory_sink(core::EventSink* next, DriverDevice& device) noexcept {
   if (!nvtx_tool_present()) return nullptr;
   try {
     static std::once_flag said;
@@ -126,13 +152,15 @@ core::EventSink* nvtx_memory_sink(core::EventSink* next) noexcept {
       log_noexcept(spdlog::level::info, "an NVTX tool is present: luma's segments and blocks are "
                                         "described to it (NVTX memory API)");
     });
-    return new NvtxMemorySink(next);  // lives as long as its allocator: never freed
+    auto* sink = new NvtxMemorySink(next);  // lives as long as its allocator: never freed
+    device.set_range_observer(sink);
+    return sink;
   } catch (...) {
     return nullptr;
   }
 }
 #else
-core::EventSink* nvtx_memory_sink(core::EventSink*) noexcept { return nullptr; }
+core::EventSink* nvtx_memory_sink(core::EventSink*, DriverDevice&) noexcept { return nullptr; }
 #endif
 
 }  // namespace luma::shim

@@ -5,7 +5,10 @@
 // (nvtxMemHeapRegister, NVTX_MEM_HEAP_USAGE_TYPE_SUB_ALLOCATOR), each block handed to the
 // program a region of its requested bytes (nvtxMemRegionsRegister), unregistered at the
 // program's free; a segment that goes back to the driver (or dies with its context) is
-// unregistered with its heap.
+// unregistered with its heap. An expandable segment is one heap over its whole address
+// range, registered when the range is reserved and unregistered when it is freed (told by
+// the DriverDevice): its segment events are pages mapped and unmapped, and a block may span
+// pages, so a heap per page could not hold it.
 //
 // Cost: none without a tool. NVTX finds a tool in exactly two ways (nvtxInitInjection in
 // nvtx3's nvtxInit.h and nvtxExtInit.h): NVTX_INJECTION64_PATH, or a pre-injected library
@@ -15,6 +18,7 @@
 #pragma once
 
 #include "base/event.h"
+#include "driver_device.h"
 
 namespace luma::shim {
 
@@ -22,8 +26,9 @@ namespace luma::shim {
 bool nvtx_tool_present() noexcept;
 
 // A sink that describes an allocator's memory to NVTX, then hands each event to `next`
-// (nullptr: none). nullptr when NVTX is not built in, no tool is present, or there is no
-// host memory for it: the caller then uses `next` alone.
-core::EventSink* nvtx_memory_sink(core::EventSink* next) noexcept;
+// (nullptr: none); it watches `device`'s address ranges (set_range_observer). nullptr when
+// NVTX is not built in, no tool is present, or there is no host memory for it: the caller
+// then uses `next` alone.
+core::EventSink* nvtx_memory_sink(core::EventSink* next, DriverDevice& device) noexcept;
 
 }  // namespace luma::shim

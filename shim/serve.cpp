@@ -107,7 +107,7 @@ void warn_table_full() noexcept {
     // each have a slot).
     luma::core::EventSink* sink =
         s.oom.sink_for_new_allocator(&e->allocator, s.recorder.sink_for_new_allocator(s.driver));
-    if (luma::core::EventSink* nvtx = nvtx_memory_sink(sink)) sink = nvtx;  // a tool reads NVTX
+    if (luma::core::EventSink* nvtx = nvtx_memory_sink(sink, e->driver_device)) sink = nvtx;  // a tool reads NVTX
     if (sink != nullptr) e->allocator.set_event_sink(sink);
     if (s.live.wanted()) {
       std::optional<std::uint64_t> limit;

@@ -591,6 +591,23 @@ TEST(NvtxMemory, RegionsAreTheLiveBlocksAndHeapsTheSegments) {
       << r.result.out;
 }
 
+// With expandable segments a heap is a pool's whole address range (its segment events are
+// pages, and blocks span pages): every region lies inside a heap, the recorder counts no
+// call against the API's rules. Regression: a heap per page left every block of more than
+// a page outside its heap.
+TEST(NvtxMemory, ExpandableSegmentsAreOneHeapPerAddressRange) {
+  REQUIRE_PROGRAMS();
+  const std::string recorder = setting("LUMA_IT_NVTX_RECORDER");
+  if (recorder.empty()) GTEST_SKIP() << "built without the NVTX headers";
+  LumaRun r = run_under_luma_argv({setting("LUMA_IT_NVTX_BLOCKS_PROG")},
+                                  {{"NVTX_INJECTION64_PATH", recorder},
+                                   {"LUMA_CONF", "ipc_own_segment:32M,expandable_segments:1"}});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_NE(r.result.out.find("the registered regions were the live blocks at every check"), std::string::npos)
+      << r.result.out;
+  EXPECT_GE(driver_calls(r, "cuMemCreate"), 1u) << "no page was mapped: " << r.counters.dump();
+}
+
 // UCX / Open MPI / NCCL: two rounds of 40 buffers of mixed sizes shared with a second
 // process as (handle of the cuMemGetAddressRange base, offset, length), the peer keeping
 // its mappings in a cache keyed by (base, BUFFER_ID) across rounds, data checked both
