@@ -102,6 +102,10 @@ void warn_table_full() noexcept {
     e->allocator.set_reuse_at_once(s.stream_order.single());
     if (e->allocator.has_plan()) e->allocator.set_divergence_sink(&s.divergence_log);
     e->primary = is_primary_context(s.driver, ctx, device);
+    // Expandable segments: the device's virtual memory is asked now, while no capture of
+    // this context can be underway (an entry is not made during one), rather than at the
+    // allocator's first growth, which may come inside a capture.
+    if (s.settings.core.allocator.expandable_segments) (void)e->driver_device.virtual_memory();
     // Before the entry is published: the allocator's first event is already recorded
     // (and published in the live record, live_publisher.h: the cache and the plan's arena
     // each have a slot).

@@ -180,7 +180,7 @@ GARBAGE = ["yaml", "1e99", "-1", "TRUE!", "text,json", "%n%s%x%p", "\t", "key:",
 CONF_GARBAGE = GARBAGE + ["free_sync:sometimes", "max_split_size_mb:-5", "max_split_size_mb:1e3",
                           "max_split_size_mb:99999999999999999999999", "caching:maybe",
                           "free_sync:event,free_sync", ",,,,", "roundup_power2_divisions:[1:2]",
-                          "garbage_collection_threshold:1.5", "expandable_segments:True",
+                          "garbage_collection_threshold:1.5", "expandable_segments:maybe",
                           "report_cached_as_free:2"]
 SETTINGS = {
     "LUMA_CONF": CONF_GARBAGE,
