@@ -4,7 +4,9 @@
 // answer as the driver does: frees with no current context, stream-ordered frees of
 // cuMemAlloc memory, capture misuse, queries of a capturing stream, cuCtxRecordEvent's
 // errors, IPC with a bad handle,
-// managed memory's type, the VMM granularity. Each probe prints the code (or value) it got
+// managed memory's type, the VMM granularity; for expandable segments: cuMemMap at an
+// offset, the range and the IPC answer of mapped memory, cuMemCreate in a capture, a
+// device as its own peer. Each probe prints the code (or value) it got
 // beside the one expected, that is what the stand-in answers and tests/fake/README.md says;
 // a probe that differs prints DIFFERS and the exit is 1.
 // Run against the stand-in by the integration tests (plain and under LD_PRELOAD=libluma.so:
@@ -47,6 +49,19 @@ CUresult cuCtxRecordEvent(CUcontext ctx, CUevent event);
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags);
 CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
                                        int option);
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                     unsigned long long flags);
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags);
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size);
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags);
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count);
+CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr dptr);
+CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr);
+CUresult cuDeviceCanAccessPeer(int* can_access, CUdevice dev, CUdevice peer);
 }
 
 namespace {
@@ -95,6 +110,40 @@ long long managed_attribute(int attribute) {
   const CUresult r = cuPointerGetAttribute(&value, attribute, p);
   cuMemFree_v2(p);
   return r == CUDA_SUCCESS ? static_cast<long long>(value) : -static_cast<long long>(r);
+}
+
+// Virtual memory as expandable segments use it (docs/cuda-facts.md, "Virtual memory"): a
+// range of four 2 MiB pages with its first two pages mapped, one handle each, readable and
+// writable by device 0. `use` gets the range's base; everything is given back after it.
+constexpr size_t kPage = size_t{2} << 20;
+CUmemAllocationProp page_prop() {
+  CUmemAllocationProp prop;
+  std::memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  return prop;
+}
+long long with_two_mapped_pages(const std::function<long long(CUdeviceptr)>& use) {
+  const CUmemAllocationProp prop = page_prop();
+  CUdeviceptr va = 0;
+  if (cuMemAddressReserve(&va, 4 * kPage, 0, 0, 0) != CUDA_SUCCESS) return -1LL;
+  CUmemGenericAllocationHandle h[2] = {};
+  long long result = -2LL;
+  if (cuMemCreate(&h[0], kPage, &prop, 0) == CUDA_SUCCESS && cuMemCreate(&h[1], kPage, &prop, 0) == CUDA_SUCCESS &&
+      cuMemMap(va, kPage, 0, h[0], 0) == CUDA_SUCCESS && cuMemMap(va + kPage, kPage, 0, h[1], 0) == CUDA_SUCCESS) {
+    CUmemAccessDesc access;
+    std::memset(&access, 0, sizeof access);
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (cuMemSetAccess(va, 2 * kPage, &access, 1) == CUDA_SUCCESS) result = use(va);
+  }
+  cuMemUnmap(va, kPage);
+  cuMemUnmap(va + kPage, kPage);
+  for (CUmemGenericAllocationHandle x : h)
+    if (x != 0) cuMemRelease(x);
+  cuMemAddressFree(va, 4 * kPage);
+  return result;
 }
 
 // Ends a capture a probe began, whatever state it is in, and drops its graph.
@@ -276,6 +325,54 @@ std::vector<Probe> probes() {
          const CUresult r =
              cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
          return r == CUDA_SUCCESS ? static_cast<long long>(g) : -static_cast<long long>(r);
+       }},
+      {"cuMemMap of a handle at offset 2 MiB", CUDA_ERROR_INVALID_VALUE,
+       "cuda.h 13.0 (\"currently must be zero\"); the code: not yet observed",
+       [] {
+         const CUmemAllocationProp prop = page_prop();
+         CUmemGenericAllocationHandle h = 0;
+         CUdeviceptr va = 0;
+         if (cuMemCreate(&h, 2 * kPage, &prop, 0) != CUDA_SUCCESS) return -1LL;
+         if (cuMemAddressReserve(&va, 2 * kPage, 0, 0, 0) != CUDA_SUCCESS) return -1LL;
+         const CUresult r = cuMemMap(va + kPage, kPage, kPage, h, 0);
+         if (r == CUDA_SUCCESS) cuMemUnmap(va + kPage, kPage);
+         cuMemAddressFree(va, 2 * kPage);
+         cuMemRelease(h);
+         return static_cast<long long>(r);
+       }},
+      {"cuMemGetAddressRange of the 2nd of two page mappings, size", static_cast<long long>(kPage),
+       "UCX and libfabric: the handle holding the pointer; not yet observed",
+       [] {
+         return with_two_mapped_pages([](CUdeviceptr va) {
+           CUdeviceptr base = 0;
+           size_t size = 0;
+           const CUresult r = cuMemGetAddressRange_v2(&base, &size, va + kPage + 100);
+           if (r != CUDA_SUCCESS) return -static_cast<long long>(r);
+           return base == va + kPage ? static_cast<long long>(size) : -1000LL;
+         });
+       }},
+      {"cuIpcGetMemHandle of mapped memory", CUDA_ERROR_INVALID_VALUE, "cuda.h; the code: not yet observed",
+       [] {
+         return with_two_mapped_pages([](CUdeviceptr va) {
+           CUipcMemHandle h;
+           return static_cast<long long>(cuIpcGetMemHandle(&h, va));
+         });
+       }},
+      {"cuMemCreate in a global capture", CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "not yet observed: strict",
+       [] {
+         const CUmemAllocationProp prop = page_prop();
+         if (cuStreamBeginCapture_v2(g_stream, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS) return -1LL;
+         CUmemGenericAllocationHandle h = 0;
+         const CUresult r = cuMemCreate(&h, kPage, &prop, 0);
+         end_capture(g_stream);
+         if (r == CUDA_SUCCESS) cuMemRelease(h);
+         return static_cast<long long>(r);
+       }},
+      {"cuDeviceCanAccessPeer of device 0 and itself", 0, "not yet observed",
+       [] {
+         int can = -1;
+         const CUresult r = cuDeviceCanAccessPeer(&can, 0, 0);
+         return r == CUDA_SUCCESS ? static_cast<long long>(can) : -static_cast<long long>(r);
        }},
   };
 }
