@@ -88,6 +88,12 @@ struct AllocatorOptions {
   // segments"). Blocks of it cannot be exported with legacy IPC (cuIpcGetMemHandle); a
   // device without virtual memory (core::Device::virtual_memory) keeps ordinary segments.
   bool expandable_segments = false;
+  // With expandable segments: at most one driver allocation (cuMemCreate) per this many
+  // allocations. A memory is mapped and given back only whole (cuMemMap maps a memory from
+  // its start), so smaller memories follow the need more closely and bigger ones cost fewer
+  // driver calls; the allocator sizes new ones to stay within this share (docs/placement.md).
+  // 0: one page at a time.
+  std::size_t expandable_allocations_per_memory = 50;
   // With a batched-fence device (device.h), frees collect into an open epoch that one
   // fence covers. It is closed when an allocation needs its memory, or at free once it
   // holds this many blocks or bytes (a device whose fences cost more, e.g. with many streams,
