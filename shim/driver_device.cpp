@@ -257,11 +257,8 @@ core::Device::Memory DriverDevice::create_memory(std::size_t bytes) noexcept {
     log_noexcept(spdlog::level::err, "internal error: create_memory({}) is not whole pages", bytes);
     return {0, CUDA_ERROR_INVALID_VALUE};
   }
-  const std::size_t n = bytes / page;
-  std::vector<CUmemGenericAllocationHandle> handles;
   try {
-    handles.reserve(n);
-    memories_.reserve(memories_.size() + 1);  // keeping the handles after the driver's yes cannot fail
+    memories_.reserve(memories_.size() + 1);  // keeping the handle after the driver's yes cannot fail
   } catch (...) {
     return {0, 0};
   }
@@ -269,68 +266,34 @@ core::Device::Memory DriverDevice::create_memory(std::size_t bytes) noexcept {
   ScopedContext scope(driver_, ctx_);
   if (!scope.ok()) return {0, scope.error()};
   const CUmemAllocationProp prop = page_prop();
-  CUresult r = CUDA_SUCCESS;
-  for (std::size_t i = 0; i < n; ++i) {
-    CUmemGenericAllocationHandle h = 0;
-    r = driver_.mem_create(&h, page, &prop, 0);
-    if (r != CUDA_SUCCESS) break;
-    handles.push_back(h);
+  CUmemGenericAllocationHandle h = 0;
+  const CUresult r = driver_.mem_create(&h, bytes, &prop, 0);
+  if (r == CUDA_SUCCESS && h != 0) {
+    memories_.emplace(h, bytes);
+    return {h, 0};
   }
-  if (r == CUDA_SUCCESS) {
-    const std::uint64_t id = next_memory_++;
-    memories_.emplace(id, std::move(handles));
-    return {id, 0};
-  }
-  // All or nothing: the pages made go back.
-  for (CUmemGenericAllocationHandle h : handles) driver_.mem_release(h);
+  if (r == CUDA_SUCCESS) driver_.mem_release(h);  // (a zero handle cannot name the memory)
   if (r == CUDA_ERROR_OUT_OF_MEMORY) return {0, 0};
   vm_error("cuMemCreate", bytes, r);
-  return {0, static_cast<int>(r)};
+  return {0, r == CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : static_cast<int>(r)};
 }
 
 bool DriverDevice::release_memory(std::uint64_t memory, std::size_t bytes) noexcept {
   if (capture_underway()) return false;
   const auto it = memories_.find(memory);
-  if (it == memories_.end()) {
-    log_noexcept(spdlog::level::err, "internal error: release_memory of unknown memory {}", memory);
+  const bool mapped = std::any_of(mapped_.begin(), mapped_.end(), [&](const auto& m) { return m.second.memory == memory; });
+  if (it == memories_.end() || it->second != bytes || mapped) {
+    log_noexcept(spdlog::level::err, "internal error: release_memory({}, {}) is no unmapped memory", memory, bytes);
     return false;
   }
   RelaxedWhileCapturing relaxed(driver_, captures_);
   ScopedContext scope(driver_, ctx_);
-  bool all = true;
-  for (CUmemGenericAllocationHandle& h : it->second) {
-    if (h == 0) continue;
-    if (CUresult r = driver_.mem_release(h); r != CUDA_SUCCESS) {
-      vm_error("cuMemRelease", bytes, r);
-      all = false;  // this handle stays, to be released by the next call
-      continue;
-    }
-    h = 0;
+  if (CUresult r = driver_.mem_release(memory); r != CUDA_SUCCESS) {
+    vm_error("cuMemRelease", bytes, r);
+    return false;
   }
-  if (all) memories_.erase(it);
-  return all;
-}
-
-CUresult DriverDevice::map_handles(std::uintptr_t addr, const CUmemGenericAllocationHandle* handles,
-                                   std::size_t n) noexcept {
-  const std::size_t page = vm_.page;
-  std::size_t done = 0;
-  CUresult r = CUDA_SUCCESS;
-  for (; done < n; ++done) {
-    r = driver_.mem_map(as_dptr(addr + done * page), page, 0, handles[done], 0);
-    if (r != CUDA_SUCCESS) {
-      vm_error("cuMemMap", page, r);
-      break;
-    }
-  }
-  if (r == CUDA_SUCCESS) {
-    // Read-write for the device and its peers (virtual_memory()), in one call.
-    r = driver_.mem_set_access(as_dptr(addr), n * page, access_.data(), access_.size());
-    if (r == CUDA_SUCCESS) return r;
-    vm_error("cuMemSetAccess", n * page, r);
-  }
-  for (std::size_t i = 0; i < done; ++i) driver_.mem_unmap(as_dptr(addr + i * page), page);
-  return r;
+  memories_.erase(it);
+  return true;
 }
 
 int DriverDevice::map_memory(void* addr, std::uint64_t memory, std::size_t offset, std::size_t bytes) noexcept {
@@ -340,22 +303,29 @@ int DriverDevice::map_memory(void* addr, std::uint64_t memory, std::size_t offse
   const auto next = mapped_.lower_bound(base);
   const bool overlaps = (next != mapped_.end() && next->first < base + bytes) ||
                         (next != mapped_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > base);
-  bool valid = page != 0 && bytes != 0 && bytes % page == 0 && base % page == 0 && offset % page == 0 &&
-               it != memories_.end() && offset / page + bytes / page <= it->second.size() && !overlaps;
-  for (std::size_t i = 0; valid && i < bytes / page; ++i) valid = it->second[offset / page + i] != 0;
-  if (!valid) {
-    log_noexcept(spdlog::level::err, "internal error: map_memory({}, memory {}, {}, {}) is no run of pages to map",
+  // cuMemMap maps a memory from its start only (cuda.h of CUDA 13.0: "offset ... currently
+  // must be zero"): a piece further in cannot be mapped on its own.
+  if (page == 0 || bytes == 0 || bytes % page != 0 || base % page != 0 || offset != 0 || it == memories_.end() ||
+      bytes > it->second || overlaps) {
+    log_noexcept(spdlog::level::err, "internal error: map_memory({}, memory {}, {}, {}) cannot be mapped",
                  addr, memory, offset, bytes);
     return CUDA_ERROR_INVALID_VALUE;
   }
   try {
-    const auto [slot, fresh] = mapped_.emplace(base, Mapping{bytes, memory, offset});
-    (void)fresh;
+    const auto slot = mapped_.emplace(base, Mapping{bytes, memory}).first;
     RelaxedWhileCapturing relaxed(driver_, captures_);
     ScopedContext scope(driver_, ctx_);
-    const CUresult r = scope.ok() ? map_handles(base, it->second.data() + offset / page, bytes / page)
-                                  : static_cast<CUresult>(scope.error());
-    if (r != CUDA_SUCCESS) mapped_.erase(slot);
+    CUresult r = scope.ok() ? driver_.mem_map(as_dptr(base), bytes, 0, memory, 0) : static_cast<CUresult>(scope.error());
+    if (r == CUDA_SUCCESS) {
+      // Read-write for the device and its peers (virtual_memory()), in one call.
+      r = driver_.mem_set_access(as_dptr(base), bytes, access_.data(), access_.size());
+      if (r == CUDA_SUCCESS) return 0;
+      vm_error("cuMemSetAccess", bytes, r);
+      driver_.mem_unmap(as_dptr(base), bytes);
+    } else if (scope.ok()) {
+      vm_error("cuMemMap", bytes, r);
+    }
+    mapped_.erase(slot);
     return r;
   } catch (...) {
     return CUDA_ERROR_OUT_OF_MEMORY;  // no host memory for the record: nothing was mapped
@@ -366,37 +336,21 @@ bool DriverDevice::unmap_memory(void* addr, std::size_t bytes) noexcept {
   // While this context captures, the memory stays mapped (as release() keeps segments):
   // cuda.h marks cuMemUnmap synchronous, and a graph being captured may name these pages.
   if (capture_underway()) return false;
-  const std::size_t page = vm_.page;
   const auto base = reinterpret_cast<std::uintptr_t>(addr);
   const auto it = mapped_.find(base);
-  if (it == mapped_.end() || it->second.bytes != bytes || page == 0) {
+  if (it == mapped_.end() || it->second.bytes != bytes) {
     log_noexcept(spdlog::level::err, "internal error: unmap_memory({}, {}) is no earlier mapping", addr, bytes);
     return false;
   }
   RelaxedWhileCapturing relaxed(driver_, captures_);
   ScopedContext scope(driver_, ctx_);
-  std::size_t done = 0;
-  for (; done < bytes / page; ++done) {
-    if (CUresult r = driver_.mem_unmap(as_dptr(base + done * page), page); r != CUDA_SUCCESS) {
-      vm_error("cuMemUnmap", page, r);
-      break;
-    }
+  // One call: the whole mapping, as cuMemUnmap wants it.
+  if (CUresult r = driver_.mem_unmap(as_dptr(base), bytes); r != CUDA_SUCCESS) {
+    vm_error("cuMemUnmap", bytes, r);
+    return false;
   }
-  if (done == bytes / page) {
-    mapped_.erase(it);
-    return true;
-  }
-  // The driver refused a page: the pages before it are unmapped, and the allocator keeps
-  // the whole range as memory. Map them again, or say plainly what is lost.
-  const Mapping& m = it->second;
-  const auto handles = memories_.find(m.memory);
-  if (done > 0 && (handles == memories_.end() ||
-                   map_handles(base, handles->second.data() + m.offset / page, done) != CUDA_SUCCESS))
-    log_noexcept(spdlog::level::err,
-                 "expandable_segments: {} bytes at {} were unmapped but could not be mapped again; "
-                 "a block placed there will fault",
-                 done * page, addr);
-  return false;
+  mapped_.erase(it);
+  return true;
 }
 
 void DriverDevice::give_back_virtual_memory() noexcept {
@@ -404,25 +358,17 @@ void DriverDevice::give_back_virtual_memory() noexcept {
   // No context to make current (it is destroyed): these calls name addresses and handles
   // only. A driver that freed the memory with the context answers errors, counted here.
   RelaxedWhileCapturing relaxed(driver_, captures_);
-  const std::size_t page = vm_.page;
-  std::size_t refused = 0, handles = 0;
-  for (const auto& [a, m] : mapped_)
-    for (std::size_t i = 0; page != 0 && i < m.bytes / page; ++i)
-      refused += driver_.mem_unmap(as_dptr(a + i * page), page) != CUDA_SUCCESS;
-  for (const auto& [id, hs] : memories_)
-    for (CUmemGenericAllocationHandle h : hs)
-      if (h != 0) {
-        ++handles;
-        refused += driver_.mem_release(h) != CUDA_SUCCESS;
-      }
+  std::size_t refused = 0;
+  for (const auto& [a, m] : mapped_) refused += driver_.mem_unmap(as_dptr(a), m.bytes) != CUDA_SUCCESS;
+  for (const auto& [h, bytes] : memories_) refused += driver_.mem_release(h) != CUDA_SUCCESS;
   for (const auto& [b, bytes] : ranges_) {
     refused += driver_.mem_address_free(as_dptr(b), bytes) != CUDA_SUCCESS;
     if (range_observer_ != nullptr) range_observer_->range_released(b);
   }
   log_noexcept(spdlog::level::info,
-               "context {} was destroyed: gave back {} mappings, {} page handles and {} address ranges "
+               "context {} was destroyed: gave back {} mappings, {} memories and {} address ranges "
                "of expandable segments ({} calls refused)",
-               static_cast<void*>(ctx_), mapped_.size(), handles, ranges_.size(), refused);
+               static_cast<void*>(ctx_), mapped_.size(), memories_.size(), ranges_.size(), refused);
   mapped_.clear();
   memories_.clear();
   ranges_.clear();

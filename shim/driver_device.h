@@ -4,10 +4,10 @@
 // one cuCtxRecordEvent, or stream by stream on older drivers), or nothing (free_sync:none),
 // or a cuCtxSynchronize at free time (free_sync:device). docs/architecture.md, "Fences with
 // many streams", has the design. Expandable segments (the virtual memory part of
-// core/base/device.h) are address ranges from cuMemAddressReserve backed page by page: one
-// cuMemCreate handle per page, so that any page can be unmapped and mapped elsewhere alone,
-// and one cuMemSetAccess per mapping call for the context's device and every device that
-// can reach it as a peer (docs/cuda-facts.md, "Virtual memory").
+// core/base/device.h) are address ranges from cuMemAddressReserve into which memories (one
+// cuMemCreate handle each) are mapped whole, each mapping granted to the context's device
+// and every device that can reach it as a peer in one cuMemSetAccess (docs/cuda-facts.md,
+// "Virtual memory").
 //
 // Called only with the owning allocator's lock held (core/base/device.h), so it keeps its pools
 // without a lock of its own. Must never call luma's hooks, never throw, and never report a
@@ -54,10 +54,10 @@ class DriverDevice final : public core::Device {
   // minimum granularity of pinned memory on the context's device, and an address range of
   // the device's memory and an eighth more (as PyTorch reserves). Page 0 when the driver
   // lacks any of it (one log line; the allocator then makes ordinary segments).
-  // A memory of n pages is n cuMemCreate handles of one page: cuMemMap maps a handle from
-  // offset 0 only (cuda.h: "currently must be zero"), and cuMemUnmap takes whole mappings,
-  // so a page that is to move on its own must be a handle of its own. map_memory maps each
-  // page's handle and grants access to the device and its peers in one cuMemSetAccess.
+  // A memory is one cuMemCreate handle (its number), mapped whole from its start: cuMemMap
+  // maps a handle from offset 0 only (cuda.h: "currently must be zero") and cuMemUnmap
+  // takes whole mappings, which is how the allocator's page pool uses memories. Each
+  // mapping is granted to the device and its peers in one cuMemSetAccess.
   // During a capture in any context luma's own calls run in relaxed capture mode, as
   // reserve()'s do; unmapping, releasing memory and freeing address space wait until no
   // capture is underway in this context, as release() does (the allocator keeps them).
@@ -84,8 +84,7 @@ class DriverDevice final : public core::Device {
     ~RangeObserver() = default;
   };
   void set_range_observer(RangeObserver* observer) noexcept { range_observer_ = observer; }
-  // What is held now (tests): memories made and not released, map_memory ranges mapped,
-  // address ranges reserved.
+  // What is held now (tests): memories made and not released, mappings, address ranges.
   std::size_t memories() const noexcept { return memories_.size(); }
   std::size_t mappings() const noexcept { return mapped_.size(); }
   std::size_t address_ranges() const noexcept { return ranges_.size(); }
@@ -140,9 +139,6 @@ class DriverDevice final : public core::Device {
   void widen_span(std::uintptr_t base, std::size_t bytes) noexcept;
   // Asks the driver what virtual_memory() answers (called once).
   VirtualMemory ask_virtual_memory() const noexcept;
-  // Maps the pages of `handles` (one page each) at addr and grants access over them; undoes
-  // its own mappings on failure. 0 or the driver's error.
-  CUresult map_handles(std::uintptr_t addr, const CUmemGenericAllocationHandle* handles, std::size_t n) noexcept;
   // What cuMemCreate makes: one page of pinned memory on the context's device.
   CUmemAllocationProp page_prop() const noexcept;
   // Logs a failed driver call of the virtual memory part (and counts it).
@@ -168,15 +164,13 @@ class DriverDevice final : public core::Device {
   mutable CUdevice device_ = -1;
   mutable std::vector<CUmemAccessDesc> access_;
   mutable bool gpu_direct_rdma_ = false;  // cuMemCreate may ask for GPUDirect RDMA
-  // Each memory: its page handles (0 where cuMemRelease already took one). Each mapping
-  // (one map_memory call): its bytes, memory and offset. Each reserved address range.
+  // Each memory (its cuMemCreate handle is its number) and its bytes; each mapping (one
+  // map_memory call) by address: its bytes and memory; each reserved address range.
   struct Mapping {
     std::size_t bytes = 0;
     std::uint64_t memory = 0;
-    std::size_t offset = 0;
   };
-  std::unordered_map<std::uint64_t, std::vector<CUmemGenericAllocationHandle>> memories_;
-  std::uint64_t next_memory_ = 1;
+  std::unordered_map<std::uint64_t, std::size_t> memories_;
   std::map<std::uintptr_t, Mapping> mapped_;
   std::vector<std::pair<std::uintptr_t, std::size_t>> ranges_;
   RangeObserver* range_observer_ = nullptr;

@@ -207,7 +207,7 @@ LUMA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr
 }
 
 // Pointer queries: the driver's answer, except for the range (and buffer id) of a block of
-// an expandable segment, which the driver would give as one page (serve.h).
+// an expandable segment, which the driver would give as one memory of it (serve.h).
 LUMA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
   return serve_or_forward<&RealDriver::mem_get_address_range>(
       "cuMemGetAddressRange_v2", serve_mem_get_address_range, pbase, psize, dptr);

@@ -39,8 +39,8 @@ class NvtxMemorySink final : public core::EventSink, public DriverDevice::RangeO
  public:
   explicit NvtxMemorySink(core::EventSink* next) : next_(next), domain_(luma_domain()) {}
 
-  // Called with the allocator's lock held: one allocator's events arrive in order. A page
-  // of an expandable segment (inside a range heap) is no heap of its own.
+  // Called with the allocator's lock held: one allocator's events arrive in order. Memory
+  // mapped into an expandable segment (inside a range heap) is no heap of its own.
   void on_event(const core::Event& e) noexcept override {
     switch (e.kind) {
       case core::EventKind::segment_reserve:

@@ -8,7 +8,7 @@
 // unregistered with its heap. An expandable segment is one heap over its whole address
 // range, registered when the range is reserved and unregistered when it is freed (told by
 // the DriverDevice): its segment events are pages mapped and unmapped, and a block may span
-// pages, so a heap per page could not hold it.
+// pages, so a heap per segment event could not hold it.
 //
 // Cost: none without a tool. NVTX finds a tool in exactly two ways (nvtxInitInjection in
 // nvtx3's nvtxInit.h and nvtxExtInit.h): NVTX_INJECTION64_PATH, or a pre-injected library

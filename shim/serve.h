@@ -37,8 +37,8 @@ CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total);
 CUresult serve_ipc_get_mem_handle(State& s, CUipcMemHandle* handle, CUdeviceptr dptr);
 // Pointer queries. The driver describes a luma block as the allocation it lies in: for an
 // ordinary segment that is the segment (docs/architecture.md, "Pointer queries and IPC"),
-// but for a block of an expandable segment it would be the one page (a cuMemCreate handle)
-// holding the pointer, which need not hold the block. There luma answers the range itself
+// but for a block of an expandable segment it would be the one memory (a cuMemCreate
+// handle) mapped at the pointer, which need not hold the block. There luma answers the range itself
 // - the block, whatever byte of it is asked about - and the buffer id of the block's first
 // byte; every other attribute, and every other pointer, gets the driver's answer.
 CUresult serve_mem_get_address_range(State& s, CUdeviceptr* pbase, std::size_t* psize, CUdeviceptr dptr);

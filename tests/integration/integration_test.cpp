@@ -593,8 +593,8 @@ TEST(NvtxMemory, RegionsAreTheLiveBlocksAndHeapsTheSegments) {
 
 // With expandable segments a heap is a pool's whole address range (its segment events are
 // pages, and blocks span pages): every region lies inside a heap, the recorder counts no
-// call against the API's rules. Regression: a heap per page left every block of more than
-// a page outside its heap.
+// call against the API's rules. Regression: a heap per segment event left every block of
+// more than a page outside its heap (15 such calls at the first check).
 TEST(NvtxMemory, ExpandableSegmentsAreOneHeapPerAddressRange) {
   REQUIRE_PROGRAMS();
   const std::string recorder = setting("LUMA_IT_NVTX_RECORDER");
@@ -1066,7 +1066,7 @@ void expect_held_is_reserved(const LumaRun& r) {
 // back byte by byte after every other block was written, then half freed and others placed
 // among the rest: no two blocks share a byte, and copies run across pages. With the driver
 // API every byte of a block names the block as its range (cuMemGetAddressRange,
-// cuPointerGetAttribute(s): the driver alone would name one page) and every device may
+// cuPointerGetAttribute(s): the driver alone would name one memory) and every device may
 // read and write it. No cuMemAlloc is made for ordinary allocations.
 TEST_P(EveryKind, ExpandableSegmentsKeepBlocksAcrossPagesIntact) {
   REQUIRE_PROGRAMS();

@@ -1,9 +1,9 @@
 // driver_device_test.cpp - the virtual memory part of shim::DriverDevice (expandable
 // segments: core/base/device.h) over the stand-in driver, linked in: the stand-in's soname
 // is libcuda.so.1, so the shim's own dlopen finds this same library and its control API.
-// What the allocator relies on: the page and the address space asked once, each page of a
-// memory mapping alone, access for the device and its peers, all or nothing, nothing
-// unmapped or released while the context captures, may_hold covering the whole range.
+// What the allocator relies on: the page and the address space asked once, memories mapped
+// whole, access for the device and its peers, nothing unmapped or released while the
+// context captures, may_hold covering the whole range, everything given back at the end.
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
@@ -71,10 +71,10 @@ TEST_F(DriverDeviceVm, PageIsTheGranularityAndTheAddressSpaceTheMemoryAndAnEight
 }
 
 // A reserved range lies in may_hold's span from end to end before anything is mapped. A
-// memory of three pages is three handles: each page maps on its own, anywhere, from its
-// own offset, readable and writable by the device and by its peer, with copies across
-// neighbouring pages; a page unmapped from the middle leaves its neighbours.
-TEST_F(DriverDeviceVm, EachPageOfAMemoryMapsOnItsOwnWithAccessForThePeers) {
+// memory of three pages is one handle, mapped whole (offset 0), readable and writable by
+// the device and by its peer, with copies across its pages; unmapped, it maps again
+// elsewhere; a second memory maps next to it and copies run across both.
+TEST_F(DriverDeviceVm, MemoriesMapWholeWithAccessForThePeers) {
   const std::size_t page = device_->virtual_memory().page;
   const core::Reservation range = device_->reserve_address(8 * page);
   ASSERT_NE(range.base, nullptr) << range.error;
@@ -87,11 +87,8 @@ TEST_F(DriverDeviceVm, EachPageOfAMemoryMapsOnItsOwnWithAccessForThePeers) {
   const core::Device::Memory m = device_->create_memory(3 * page);
   ASSERT_NE(m.handle, 0u) << m.error;
   EXPECT_EQ(access(0, base), 99u) << "made memory is mapped nowhere";
-  // Pages 2, 0 and 1 of the memory, at pages 1, 2 and 3 of the range: one call each, as
-  // the page pool maps them, and one for a run of two.
-  ASSERT_EQ(device_->map_memory(base + page, m.handle, 2 * page, page), 0);
-  ASSERT_EQ(device_->map_memory(base + 2 * page, m.handle, 0, 2 * page), 0);
-  EXPECT_EQ(device_->mappings(), 2u);
+  ASSERT_EQ(device_->map_memory(base + page, m.handle, 0, 3 * page), 0);
+  EXPECT_EQ(device_->mappings(), 1u);
   for (std::size_t i = 1; i <= 3; ++i) {
     EXPECT_EQ(access(0, base + i * page), unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE}) << i;
     EXPECT_EQ(access(1, base + i * page + 7), unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE}) << i;
@@ -100,25 +97,32 @@ TEST_F(DriverDeviceVm, EachPageOfAMemoryMapsOnItsOwnWithAccessForThePeers) {
   unsigned char last = 0;
   ASSERT_EQ(cuMemcpyDtoH_v2(&last, at(base, 3 * page + page / 2 - 1), 1), CUDA_SUCCESS);
   EXPECT_EQ(last, 0x6B);
+  // A piece of a memory cannot be mapped on its own: offset 0 only.
+  EXPECT_NE(device_->map_memory(base + 5 * page, m.handle, page, page), 0);
 
-  // The first page alone: the others stay, and it maps again elsewhere.
-  ASSERT_TRUE(device_->unmap_memory(base + page, page));
+  // Unmapped whole, mapped again at the start, and a second memory right after it.
+  ASSERT_TRUE(device_->unmap_memory(base + page, 3 * page));
   EXPECT_EQ(cuMemsetD8_v2(at(base, page), 0, 1), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(access(0, base + 2 * page), unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE});
-  ASSERT_EQ(device_->map_memory(base + 6 * page, m.handle, 2 * page, page), 0);
-  ASSERT_TRUE(device_->unmap_memory(base + 6 * page, page));
-  ASSERT_TRUE(device_->unmap_memory(base + 2 * page, 2 * page));
+  ASSERT_EQ(device_->map_memory(base, m.handle, 0, 3 * page), 0);
+  const core::Device::Memory n = device_->create_memory(page);
+  ASSERT_NE(n.handle, 0u);
+  ASSERT_EQ(device_->map_memory(base + 3 * page, n.handle, 0, page), 0);
+  ASSERT_EQ(cuMemsetD8_v2(at(base, 2 * page), 0x3C, 2 * page), CUDA_SUCCESS);
+  EXPECT_EQ(access(1, base + 3 * page), unsigned{CU_MEM_ACCESS_FLAGS_PROT_READWRITE});
+  EXPECT_FALSE(device_->release_memory(n.handle, page)) << "released while mapped";
+  ASSERT_TRUE(device_->unmap_memory(base, 3 * page));
+  ASSERT_TRUE(device_->unmap_memory(base + 3 * page, page));
   EXPECT_EQ(device_->mappings(), 0u);
   ASSERT_TRUE(device_->release_memory(m.handle, 3 * page));
+  ASSERT_TRUE(device_->release_memory(n.handle, page));
   EXPECT_EQ(device_->memories(), 0u);
   ASSERT_TRUE(device_->release_address(base, 8 * page));
   EXPECT_EQ(device_->address_ranges(), 0u);
 }
 
-// Out of memory half-way through a memory: nothing is kept, and the answer is out of
-// memory (error 0), so the allocator gives back free memory and retries. Then what fits
-// is made.
-TEST_F(DriverDeviceVm, MakingMemoryIsAllOrNothing) {
+// Out of memory: nothing is made, and the answer is out of memory (error 0), so the
+// allocator gives back free memory and retries. Then what fits is made.
+TEST_F(DriverDeviceVm, OutOfMemoryIsErrorZero) {
   const std::size_t page = device_->virtual_memory().page;
   luma_fake_set_capacity(2 * page);
   const core::Device::Memory refused = device_->create_memory(3 * page);
@@ -126,7 +130,7 @@ TEST_F(DriverDeviceVm, MakingMemoryIsAllOrNothing) {
   EXPECT_EQ(refused.error, 0);
   EXPECT_EQ(device_->memories(), 0u);
   const core::Device::Memory fits = device_->create_memory(2 * page);
-  ASSERT_NE(fits.handle, 0u) << "the refused memory's pages were kept: " << fits.error;
+  ASSERT_NE(fits.handle, 0u) << fits.error;
   ASSERT_TRUE(device_->release_memory(fits.handle, 2 * page));
 }
 
@@ -140,9 +144,12 @@ TEST_F(DriverDeviceVm, BadRequestsAreRefused) {
   ASSERT_NE(m.handle, 0u);
   EXPECT_NE(device_->create_memory(page / 2).error, 0);                        // not a page
   ASSERT_EQ(device_->map_memory(base, m.handle, 0, 2 * page), 0);
-  EXPECT_NE(device_->map_memory(base + page, m.handle, 0, page), 0);          // overlaps
-  EXPECT_NE(device_->map_memory(base + 2 * page, m.handle, page, 2 * page), 0);  // past the memory
-  EXPECT_NE(device_->map_memory(base + 2 * page, m.handle + 1, 0, page), 0);  // no such memory
+  const core::Device::Memory n = device_->create_memory(page);
+  ASSERT_NE(n.handle, 0u);
+  EXPECT_NE(device_->map_memory(base + page, n.handle, 0, page), 0);          // overlaps
+  EXPECT_NE(device_->map_memory(base + 2 * page, n.handle, 0, 2 * page), 0);  // past the memory
+  EXPECT_NE(device_->map_memory(base + 2 * page, n.handle + m.handle, 0, page), 0);  // no such memory
+  ASSERT_TRUE(device_->release_memory(n.handle, page));
   EXPECT_FALSE(device_->unmap_memory(base, page));  // not what was mapped
   EXPECT_FALSE(device_->release_address(base, 4 * page));  // still mapped
   EXPECT_EQ(device_->mappings(), 1u);
@@ -190,10 +197,14 @@ TEST_F(DriverDeviceVm, GivingBackReleasesEverything) {
   const core::Reservation b = device_->reserve_address(4 * page);
   ASSERT_NE(a.base, nullptr);
   ASSERT_NE(b.base, nullptr);
-  const core::Device::Memory m = device_->create_memory(4 * page);
+  const core::Device::Memory m = device_->create_memory(3 * page);
+  const core::Device::Memory n = device_->create_memory(page);
+  const core::Device::Memory spare = device_->create_memory(page);
   ASSERT_NE(m.handle, 0u);
+  ASSERT_NE(n.handle, 0u);
+  ASSERT_NE(spare.handle, 0u);
   ASSERT_EQ(device_->map_memory(a.base, m.handle, 0, 3 * page), 0);
-  ASSERT_EQ(device_->map_memory(static_cast<char*>(b.base) + page, m.handle, 3 * page, page), 0);
+  ASSERT_EQ(device_->map_memory(static_cast<char*>(b.base) + page, n.handle, 0, page), 0);
   device_->give_back_virtual_memory();
   EXPECT_EQ(device_->mappings(), 0u);
   EXPECT_EQ(device_->memories(), 0u);
@@ -201,6 +212,7 @@ TEST_F(DriverDeviceVm, GivingBackReleasesEverything) {
   EXPECT_EQ(access(0, a.base), 99u);
   EXPECT_EQ(cuMemAddressFree(reinterpret_cast<CUdeviceptr>(a.base), 4 * page), CUDA_ERROR_INVALID_VALUE)
       << "the range was not freed";
+  EXPECT_EQ(cuMemRelease(spare.handle), CUDA_ERROR_INVALID_VALUE) << "the unmapped memory was not released";
 }
 
 }  // namespace
