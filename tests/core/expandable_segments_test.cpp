@@ -1,7 +1,7 @@
 // expandable_segments_test.cpp - the caching allocator with expandable segments
 // (AllocatorOptions::expandable_segments) on a device double that checks the virtual
 // memory contract strictly (tests/doubles/paged_device.h): one address range per pool,
-// growth by the missing pages only, free pages moving to where memory is needed,
+// growth by the missing pages only, free memory moving to where it is needed,
 // empty_cache, refused unmaps, pending blocks, out of memory and device errors, release
 // and forgetting, snapshots, and a randomized model test. Every test ends with the
 // allocator's invariants clean and no contract violation on the device.
@@ -74,14 +74,16 @@ TEST(ExpandableSegments, BlocksOfEachPoolLieInOneRangeAndReservedIsThePagesMappe
 TEST(ExpandableSegments, AFreeBlockAtTheEndMergesWithTheNewPages) {
   PagedDevice dev;
   CachingAllocator a(dev, 0, expandable());
+  // A growth's new memory comes in pieces of at least a page (and at most four pieces):
+  // 4 MiB is two memories of one page.
   void* p = must_alloc(a, 3 * MiB);  // maps 4 MiB; 1 MiB free at the end
   EXPECT_EQ(reserved_now(a), static_cast<std::int64_t>(4 * MiB));
-  EXPECT_EQ(dev.creates(), 1u);
+  EXPECT_EQ(dev.creates(), 2u);
   void* q = must_alloc(a, 5 * MiB);  // the free 1 MiB and 4 MiB more
   EXPECT_EQ(addr(q), addr(p) + 3 * MiB);
   EXPECT_EQ(reserved_now(a), static_cast<std::int64_t>(8 * MiB));
   EXPECT_EQ(dev.held(), 8 * MiB);
-  EXPECT_EQ(dev.creates(), 2u);
+  EXPECT_EQ(dev.creates(), 4u);
   EXPECT_EQ(dev.created_bytes(), 8 * MiB);
   EXPECT_TRUE(dev.mapped(q, 5 * MiB));
   LUMA_EXPECT_CLEAN(a);
@@ -103,20 +105,20 @@ TEST(ExpandableSegments, AFreePageInTheMiddleMovesWhereABiggerRequestNeedsIt) {
   ASSERT_EQ(a.free(b), FreeStatus::ok);
   const std::uint64_t creates = dev.creates();
   const std::size_t created = dev.created_bytes();
-  void* d = must_alloc(a, 8 * MiB);  // b's 4 MiB does not fit: its pages move up
+  void* d = must_alloc(a, 8 * MiB);  // b's 4 MiB does not fit: its memories move up
   EXPECT_TRUE(dev.mapped(d, 8 * MiB));
   EXPECT_FALSE(dev.any_mapped(b, 4 * MiB));
   EXPECT_EQ(reserved_now(a), static_cast<std::int64_t>(high));  // no higher than the mark
   EXPECT_EQ(dev.held(), high);
-  EXPECT_EQ(dev.creates(), creates + 1);           // one memory, for the part not covered
-  EXPECT_EQ(dev.created_bytes(), created + 4 * MiB);  // not 8: b's pages were reused
+  EXPECT_EQ(dev.creates(), creates + 2);              // two pages, for the part not covered
+  EXPECT_EQ(dev.created_bytes(), created + 4 * MiB);  // not 8: b's memories were reused
   EXPECT_EQ(dev.mapped_bytes(), high);
   for (void* p : {x, c, d}) EXPECT_EQ(a.free(p), FreeStatus::ok);
   LUMA_EXPECT_CLEAN(a);
   EXPECT_EQ(dev.violations(), 0u);
 }
 
-TEST(ExpandableSegments, EmptyCacheGivesBackEveryMemoryWithNoPageMapped) {
+TEST(ExpandableSegments, EmptyCacheGivesBackEveryMemoryWhollyFree) {
   PagedDevice dev;
   CachingAllocator a(dev, 0, expandable());
   std::vector<void*> ps;
@@ -129,19 +131,21 @@ TEST(ExpandableSegments, EmptyCacheGivesBackEveryMemoryWithNoPageMapped) {
   EXPECT_EQ(reserved(a), 0u);
   LUMA_EXPECT_CLEAN(a);
 
-  // One memory of two pages; a live block holds the first, the second is free.
-  void* whole = must_alloc(a, 4 * MiB);
+  // 16 MiB is four memories of 4 MiB. A live block on the first keeps it mapped, whole
+  // (a memory is unmapped only whole); the three others go back.
+  void* whole = must_alloc(a, 16 * MiB);
+  EXPECT_EQ(dev.memories(), 4u);
   ASSERT_EQ(a.free(whole), FreeStatus::ok);
   void* live = must_alloc(a, 2 * MiB);
   const std::uint64_t creates = dev.creates();
   a.empty_cache();
   EXPECT_TRUE(dev.mapped(live, 2 * MiB));
-  EXPECT_EQ(dev.mapped_bytes(), 2 * MiB);
-  EXPECT_EQ(dev.held(), 4 * MiB);  // the memory stays: one of its pages is mapped
+  EXPECT_EQ(dev.mapped_bytes(), 4 * MiB);
+  EXPECT_EQ(dev.held(), 4 * MiB);
   EXPECT_EQ(dev.memories(), 1u);
-  EXPECT_EQ(reserved(a), 4 * MiB);  // its spare page counts as reserved
+  EXPECT_EQ(reserved(a), 4 * MiB);
   LUMA_EXPECT_CLEAN(a);
-  void* next = must_alloc(a, 2 * MiB);  // maps the spare page, makes no memory
+  void* next = must_alloc(a, 2 * MiB);  // the free half of that memory: no new memory
   EXPECT_TRUE(dev.mapped(next, 2 * MiB));
   EXPECT_EQ(dev.creates(), creates);
   EXPECT_EQ(dev.held(), 4 * MiB);

@@ -127,9 +127,11 @@ class PagedDevice final : public Device {
     std::lock_guard<std::mutex> l(mu_);
     const auto a = reinterpret_cast<std::uintptr_t>(addr);
     const auto mem = memories_.find(handle);
-    const bool ok = bytes != 0 && bytes % page_ == 0 && a % page_ == 0 && offset % page_ == 0 &&
+    // The real driver maps a memory from its start only (cuMemMap: "offset ... currently
+    // must be zero", cuda.h 13.0), and luma maps each memory whole.
+    const bool ok = bytes != 0 && bytes % page_ == 0 && a % page_ == 0 && offset == 0 &&
                     inside_range(a, bytes) && !any_page_mapped(a, bytes) && mem != memories_.end() &&
-                    offset <= mem->second.bytes && bytes <= mem->second.bytes - offset;
+                    bytes == mem->second.bytes;
     if (!ok) {
       ++violations_;
       return -1;
