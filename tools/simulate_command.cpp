@@ -169,7 +169,6 @@ void print_text(const SimulateOptions& o, const std::string& format, const core:
   part("  free: segments smaller than it", &A::free_segments_too_small);
   part("  free: in the other pool", &A::free_other_pool);
   part("  free: large enough, kept whole", &A::free_fitting);
-  part("  spare pages (expandable segments)", &A::spare_pages);
   row("  (live below the run's peak live)", cells(runs, [](const DeviceRun& r) {
         return r.result.attributed ? "-" + mib(r.result.at_peak.live_below_peak) : std::string("-");
       }), width);
@@ -186,7 +185,6 @@ void print_text(const SimulateOptions& o, const std::string& format, const core:
     fpart("  free: segments smaller than it", &A::free_segments_too_small);
     fpart("  free: in the other pool", &A::free_other_pool);
     fpart("  free: large enough, kept whole", &A::free_fitting);
-    fpart("  spare pages (expandable segments)", &A::spare_pages);
   }
   if (o.min_limit) {
     row("smallest memory_limit that completes", cells(runs, [&](const DeviceRun& r) {
@@ -214,7 +212,6 @@ nlohmann::json attribution_json(const core::PeakAttribution& a) {
           {"free_segments_too_small_bytes", a.free_segments_too_small},
           {"free_other_pool_bytes", a.free_other_pool},
           {"free_fitting_bytes", a.free_fitting},
-          {"spare_pages_bytes", a.spare_pages},
           {"live_below_peak_bytes", a.live_below_peak}};
 }
 

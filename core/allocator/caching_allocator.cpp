@@ -188,7 +188,7 @@ struct CachingAllocator::Impl {
   Device::VirtualMemory vm;
   std::array<std::vector<Segment*>, kPools> expanses;
   std::array<Block*, kPools> unmapped{};
-  // The physical memory behind the expanses, page by page (page_pool.h).
+  // The physical memory behind the expanses (page_pool.h).
   PagePool pages{dev};
   // The least size of a new memory (adapt_chunk), a multiple of the page.
   std::size_t chunk = 0;
@@ -1573,7 +1573,7 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
   for (std::size_t p = 0; p < kPools; ++p)
     if (t[p].reserved != t[p].allocated_bytes + t[p].pending_bytes + t[p].free_bytes +
                             static_cast<std::int64_t>(pages.spare(static_cast<Pool>(p))))
-      fail(fmt::format("{} pool: reserved {} != allocated + pending + free + spare pages", pool_name(static_cast<Pool>(p)),
+      fail(fmt::format("{} pool: reserved {} != allocated + pending + free + spare memory", pool_name(static_cast<Pool>(p)),
                        t[p].reserved));
   if (stats.num_device_alloc - stats.num_device_free - segments_dropped != device_allocations)
     fail("device alloc calls - device free calls - segments lost with a context != segments and memories");

@@ -85,9 +85,9 @@ class Device {
   virtual Headroom headroom() const noexcept { return {}; }
 
   // Virtual memory, for expandable segments (AllocatorOptions::expandable_segments): a
-  // pool reserves address space once and maps physical memory into it page by page as
-  // it grows, so that its memory stays one contiguous range however the program's sizes
-  // vary, and a free page can move to where memory is needed (core/allocator/page_pool.h).
+  // pool reserves address space once and maps physical memory into it as it grows, so
+  // that its memory stays one contiguous range however the program's sizes vary, and free
+  // memory can move to where it is needed (core/allocator/page_pool.h).
   // - virtual_memory(): the page (the granularity of mapping: the driver's allocation
   //   granularity, 2 MiB on an H200; a power of two, a multiple of the allocator's
   //   alignment) and how much address space one pool should reserve (the device's memory
@@ -103,7 +103,9 @@ class Device {
   //   release_memory(handle, bytes): gives it back; none of it is mapped.
   // - map_memory(addr, handle, offset, bytes): maps [offset, offset + bytes) of the memory
   //   at addr (page-aligned, inside a reserved range, nothing mapped there), readable and
-  //   writable by the device; 0, or the device's error code (nothing mapped then).
+  //   writable by the device; 0, or the device's error code (nothing mapped then). The
+  //   allocator always maps a memory whole, from offset 0: the real driver maps from a
+  //   memory's start only (cuMemMap, cuda.h 13.0: "offset ... currently must be zero").
   //   unmap_memory(addr, bytes): exactly one earlier map_memory range; false: the device
   //   keeps it mapped (a capture underway, an error).
   struct VirtualMemory {

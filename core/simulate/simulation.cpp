@@ -58,10 +58,6 @@ void attribute(const CachingAllocator& alloc, const SimSequence& seq, std::size_
       }
     }
   }
-  // What no segment of the snapshot shows: spare pages (expandable segments).
-  const auto total = static_cast<std::uint64_t>(alloc.stats().reserved_bytes.all.current);
-  a.spare_pages = total > a.reserved ? total - a.reserved : 0;
-  a.reserved += a.spare_pages;
   a.live_below_peak = seq.peak_live > a.live_requested ? seq.peak_live - a.live_requested : 0;
 }
 

@@ -45,9 +45,6 @@ struct PeakAttribution {
   std::uint64_t free_other_pool = 0;
   // Free, in the request's pool and large enough, yet not taken (max_split_size's rules).
   std::uint64_t free_fitting = 0;
-  // Expandable segments: pages unmapped and kept for the next growth (the rest of a
-  // driver allocation whose other pages are still mapped: core/allocator/page_pool.h).
-  std::uint64_t spare_pages = 0;
   // The run's peak live bytes minus live_requested: the program held less at this moment
   // than at its own peak (reserved - peak live = the categories above minus this).
   std::uint64_t live_below_peak = 0;

@@ -92,8 +92,7 @@ TEST(SimulateCli, ReplaysTheTorchTrainSequenceAsTheStandInDriverDid) {
   std::uint64_t sum = 0;
   for (const char* k : {"live_requested_bytes", "rounding_bytes", "unsplit_bytes", "pending_bytes",
                         "free_new_segment_rest_bytes", "free_pieces_too_small_bytes",
-                        "free_segments_too_small_bytes", "free_other_pool_bytes", "free_fitting_bytes",
-                        "spare_pages_bytes"})
+                        "free_segments_too_small_bytes", "free_other_pool_bytes", "free_fitting_bytes"})
     sum += at[k].get<std::uint64_t>();
   EXPECT_EQ(sum, run["peak_reserved_bytes"].get<std::uint64_t>());
 }
