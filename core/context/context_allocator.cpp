@@ -37,11 +37,48 @@ class ContextAllocator::SerializedDevice final : public Device {
     std::lock_guard<std::mutex> lock(mu_);
     inner_.fence_release(f);
   }
+  std::size_t fence_batch_blocks() const noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return inner_.fence_batch_blocks();
+  }
+  Headroom headroom() const noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return inner_.headroom();
+  }
+  // Virtual memory (expandable segments) for the cache; the replay's arena is a reserve().
+  VirtualMemory virtual_memory() const noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return inner_.virtual_memory();
+  }
+  Reservation reserve_address(std::size_t bytes) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return inner_.reserve_address(bytes);
+  }
+  bool release_address(void* base, std::size_t bytes) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return inner_.release_address(base, bytes);
+  }
+  Memory create_memory(std::size_t bytes) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return inner_.create_memory(bytes);
+  }
+  bool release_memory(std::uint64_t handle, std::size_t bytes) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return inner_.release_memory(handle, bytes);
+  }
+  int map_memory(void* addr, std::uint64_t handle, std::size_t offset, std::size_t bytes) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return inner_.map_memory(addr, handle, offset, bytes);
+  }
+  bool unmap_memory(void* addr, std::size_t bytes) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return inner_.unmap_memory(addr, bytes);
+  }
 
  private:
   Device& inner_;
   const FenceMode mode_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
 };
 
 ContextAllocator::ContextAllocator(Device& device, int device_index, const AllocatorOptions& options,

@@ -12,6 +12,7 @@
 
 #include "context/context_allocator.h"
 #include "host_device.h"
+#include "paged_device.h"
 #include "replay_test_util.h"
 
 namespace luma::core {
@@ -266,6 +267,42 @@ TEST(ContextAllocator, ADeviceThePlanDoesNotListDivergesAtItsFirstAllocation) {
   EXPECT_EQ(divergences.devices[0], 1);
   EXPECT_EQ(divergences.seen[0].reason, DivergenceReason::beyond_plan);
   EXPECT_EQ(divergences.seen[0].planned_allocations, 0u);
+}
+
+// Ordinary segments from one double (the plan's arena) and virtual memory from the other.
+class ArenaAndPagesDevice final : public Device {
+ public:
+  Reservation reserve(std::size_t bytes) noexcept override { return host.reserve(bytes); }
+  bool release(void* base, std::size_t bytes) noexcept override { return host.release(base, bytes); }
+  VirtualMemory virtual_memory() const noexcept override { return pages.virtual_memory(); }
+  Reservation reserve_address(std::size_t bytes) noexcept override { return pages.reserve_address(bytes); }
+  bool release_address(void* base, std::size_t bytes) noexcept override { return pages.release_address(base, bytes); }
+  Memory create_memory(std::size_t bytes) noexcept override { return pages.create_memory(bytes); }
+  bool release_memory(std::uint64_t h, std::size_t bytes) noexcept override { return pages.release_memory(h, bytes); }
+  int map_memory(void* addr, std::uint64_t h, std::size_t offset, std::size_t bytes) noexcept override {
+    return pages.map_memory(addr, h, offset, bytes);
+  }
+  bool unmap_memory(void* addr, std::size_t bytes) noexcept override { return pages.unmap_memory(addr, bytes); }
+  HostDevice host;
+  PagedDevice pages;
+};
+
+// With a plan, the cache reaches the device through a lock of the context's; the virtual
+// memory calls pass it too, so expandable segments work after a divergence.
+TEST(ContextAllocator, AfterADivergenceTheCacheMakesExpandableSegments) {
+  ArenaAndPagesDevice dev;
+  const PlanFile plan = ten_in_turn();  // device 0 only: device 1 diverges at once
+  AllocatorOptions options;
+  options.expandable_segments = true;
+  ContextAllocator a(dev, 1, options, &plan);
+  const AllocResult r = a.allocate(3 * MiB);
+  ASSERT_EQ(r.status, AllocStatus::ok);
+  SegmentRange seg;
+  ASSERT_TRUE(a.segment_of(r.ptr, &seg));
+  EXPECT_TRUE(seg.expandable);
+  EXPECT_GT(dev.pages.creates(), 0u);
+  EXPECT_EQ(a.free(r.ptr), FreeStatus::ok);
+  EXPECT_EQ(dev.pages.violations(), 0u);
 }
 
 TEST(ContextAllocator, MergedStatisticsAndEventsCoverTheArenaAndTheCache) {
