@@ -228,7 +228,8 @@ std::vector<std::string> PagePool::check() const {
     spare_bytes[static_cast<std::size_t>(m->second.counted)] += size;
   }
   if (mapped != mapped_bytes_) v.push_back(fmt::format("page pool: {} bytes mapped, counted {}", mapped, mapped_bytes_));
-  if (spare_bytes != spare_bytes_) v.push_back("page pool: spare bytes per pool are miscounted");
+  if (spare_bytes != spare_bytes_ || spared != spare_bytes_[0] + spare_bytes_[1])
+    v.push_back("page pool: spare bytes per pool are miscounted");
   if (mapped_.size() + spare_.size() != memories_.size())
     v.push_back(fmt::format("page pool: {} memories, {} mapped and {} spare", memories_.size(), mapped_.size(), spare_.size()));
   return v;
