@@ -628,7 +628,6 @@ struct CachingAllocator::Impl {
   }
 
   std::size_t page_up(std::size_t v) const noexcept { return (v + vm.page - 1) & ~(vm.page - 1); }
-  std::uintptr_t page_down(std::uintptr_t v) const noexcept { return v & ~(vm.page - 1); }
 
   void unmapped_push(Block* u) noexcept {
     Block*& head = unmapped[pool_index(u->pool)];

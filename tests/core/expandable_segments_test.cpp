@@ -326,7 +326,7 @@ TEST(ExpandableSegments, ReleaseAllGivesBackEverything) {
   for (std::size_t n : {std::size_t{512}, 2 * MiB, 7 * MiB, std::size_t{20000}, 30 * MiB, 5 * MiB}) ps.push_back(must_alloc(a, n));
   ASSERT_EQ(a.free(ps[2]), FreeStatus::ok);
   ASSERT_EQ(a.free(ps[3]), FreeStatus::ok);
-  a.empty_cache();  // leaves spare pages and holes behind
+  a.empty_cache();  // leaves holes behind
   a.release_all();
   EXPECT_EQ(dev.held(), 0u);
   EXPECT_EQ(dev.mapped_bytes(), 0u);
@@ -349,7 +349,7 @@ TEST(ExpandableSegments, DropDeviceMemoryForgetsEverything) {
   void* y = must_alloc(a, 6 * MiB);
   void* z = must_alloc(a, 6 * MiB);
   ASSERT_EQ(a.free(y), FreeStatus::ok);
-  a.empty_cache();  // a spare page remains counted
+  a.empty_cache();  // y's memories unmapped: a hole in the large range
   const std::uint64_t unmaps = dev.unmaps(), releases = dev.releases();
   a.drop_device_memory();
   EXPECT_EQ(dev.unmaps(), unmaps);  // no device call
