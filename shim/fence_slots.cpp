@@ -35,6 +35,17 @@ bool FenceSlots::lost() noexcept {
   return true;
 }
 
+bool FenceSlots::settle_owed() noexcept {
+  if (capturing()) return false;
+  if (owe_synchronization_) {
+    // Every kOwed fence so far was given before this: one synchronization covers them all.
+    owe_synchronization_ = false;
+    ++synchronizations_;
+    synchronize();
+  }
+  return true;
+}
+
 ContextFence::Outcome FenceSlots::record(Slot& s) noexcept {
   s.done = 0;
   return cover_.record(driver_, ctx_, streams_, s.events, [this] { return take_event(); },
@@ -53,10 +64,14 @@ FenceSlots::Token FenceSlots::fence() noexcept {
   try {
     token = slots_.acquire();
   } catch (...) {
-    // No host memory for a slot: make the memory safe by waiting for all of it (in a
-    // capture nothing can wait).
+    // No host memory for a slot: make the memory safe by waiting for all of it. In a
+    // capture nothing can wait: the synchronization is owed until it ended.
+    if (deferred) {
+      owe_synchronization_ = true;
+      return kOwed;
+    }
     ++synchronizations_;
-    if (!deferred) driver_.ctx_synchronize();
+    driver_.ctx_synchronize();
     return kNone;
   }
   Slot& s = *slots_.at(token);
@@ -99,7 +114,7 @@ bool FenceSlots::record_deferred(Slot& s) noexcept {
 
 bool FenceSlots::wait(std::uint64_t token) noexcept {
   Slot* s = slots_.at(token);
-  if (s == nullptr) return true;
+  if (s == nullptr) return token != kOwed || settle_owed();
   if (capturing()) return false;
   if (s->deferred) {
     if (poll(token)) return true;  // records it now

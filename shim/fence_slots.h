@@ -9,7 +9,9 @@
 //   nothing is left to wait for: the context is gone (its work with it), or the fence could
 //   not be recorded (an event call failed, no host memory for a slot) and the context was
 //   synchronized instead. In a capture nothing can be synchronized: a slot that cannot be
-//   had then gives kNone unsynchronized (the only answer left without memory).
+//   had then gives kOwed, which needs no memory: done once no capture is underway in the
+//   context and the context was synchronized since (the first poll after the capture
+//   does it, once for every kOwed fence given before).
 // - poll(): done? Never blocks, and asks nothing while a capture is underway there (an
 //   event query is among the calls a capture forbids). A deferred fence is recorded at the
 //   first poll with no capture underway: after the capture, so it covers all work issued
@@ -70,6 +72,8 @@ class FenceSlots {
  public:
   using Token = std::uint32_t;
   static constexpr Token kNone = 0;
+  // No slot could be had during a capture: a synchronization after it is owed (above).
+  static constexpr Token kOwed = 0xFFFFFFFFu;
 
   // cover: the record's strategy (shared by an owner's pools: one driver refusal is enough);
   // record_events false (free_sync:device): a fence is taken only while a capture is underway
@@ -94,7 +98,7 @@ class FenceSlots {
   // are not asked again (with many busy streams a poll would otherwise ask them all).
   bool poll(std::uint64_t token) noexcept {
     Slot* s = slots_.at(token);
-    if (s == nullptr) return true;
+    if (s == nullptr) return token != kOwed || settle_owed();
     if (capturing()) return false;
     if (s->deferred && !record_deferred(*s)) return false;
     for (; s->done < s->events.size(); ++s->done) {
@@ -133,6 +137,9 @@ class FenceSlots {
   bool record_deferred(Slot& s) noexcept;
   // An event the driver lost (context torn down?): wait for everything instead. True.
   bool lost() noexcept;
+  // The kOwed fences: false while a capture is underway in the context; else the owed
+  // synchronization is made (once for all of them) and true.
+  bool settle_owed() noexcept;
   CUevent take_event() noexcept;
   void give_event(CUevent e) noexcept;
 
@@ -144,6 +151,7 @@ class FenceSlots {
   bool record_events_;
   std::uint64_t& synchronizations_;
   SlotTable<Slot> slots_;
+  bool owe_synchronization_ = false;  // a kOwed fence was given since the last one
   std::vector<CUevent> spare_;  // pooled: creating an event costs a driver call
 };
 

@@ -17,11 +17,25 @@ FenceSlots& DriverHostFences::pool(CUcontext ctx) {
   return *pools_.back();
 }
 
-void DriverHostFences::synchronize(CUcontext ctx) noexcept {
+bool DriverHostFences::synchronize(CUcontext ctx) noexcept {
+  if (captures_.any() && captures_.any_in(ctx)) {  // a capture forbids it
+    owe_synchronization_ = true;
+    return false;
+  }
   ++synchronizations_;
-  if (captures_.any() && captures_.any_in(ctx)) return;  // a capture forbids it
   ScopedContext scope(driver_, ctx);
   if (scope.ok()) driver_.ctx_synchronize();
+  return true;
+}
+
+bool DriverHostFences::settle_owed() noexcept {
+  if (captures_.any()) return false;
+  if (owe_synchronization_) {
+    // Every fence owing it was given before this: one round covers them all.
+    owe_synchronization_ = false;
+    contexts_.for_each_live([&](const ContextEntry& e) { synchronize(e.ctx); });
+  }
+  return true;
 }
 
 core::HostFence DriverHostFences::record() noexcept {
@@ -29,10 +43,11 @@ core::HostFence DriverHostFences::record() noexcept {
   try {
     token = fences_.acquire();
   } catch (...) {
-    // No host memory for the fence: the caller's block is then reused at once, so wait
-    // for every context now (those capturing cannot wait).
-    contexts_.for_each_live([&](const ContextEntry& e) { synchronize(e.ctx); });
-    return core::kNoHostFence;
+    // No host memory for the fence: wait for every context now; those capturing cannot
+    // wait, and the fence owes it until they are done.
+    bool all = true;
+    contexts_.for_each_live([&](const ContextEntry& e) { all = synchronize(e.ctx) && all; });
+    return all ? core::kNoHostFence : kOwed;
   }
   Fence& f = *fences_.at(token);
   contexts_.for_each_live([&](const ContextEntry& e) {
@@ -40,7 +55,7 @@ core::HostFence DriverHostFences::record() noexcept {
     try {
       p = &pool(e.ctx);
     } catch (...) {
-      synchronize(e.ctx);  // no host memory for its pool
+      if (!synchronize(e.ctx)) f.owed = true;  // no host memory for its pool
       return;
     }
     const FenceSlots::Token t = p->fence();
@@ -49,10 +64,10 @@ core::HostFence DriverHostFences::record() noexcept {
       f.parts.push_back({p, t});
     } catch (...) {  // no host memory to keep it
       p->release(t);
-      synchronize(e.ctx);
+      if (!synchronize(e.ctx)) f.owed = true;
     }
   });
-  if (f.parts.empty()) {
+  if (f.parts.empty() && !f.owed) {
     fences_.release(token);
     return core::kNoHostFence;  // no context with work: nothing to wait for
   }
@@ -61,9 +76,13 @@ core::HostFence DriverHostFences::record() noexcept {
 
 bool DriverHostFences::done(core::HostFence fence) noexcept {
   Fence* f = fences_.at(fence);
-  if (f == nullptr) return true;
+  if (f == nullptr) return fence != kOwed || settle_owed();
   for (; f->done < f->parts.size(); ++f->done)
     if (!f->parts[f->done].pool->poll(f->parts[f->done].token)) return false;
+  if (f->owed) {
+    if (!settle_owed()) return false;
+    f->owed = false;
+  }
   return true;
 }
 
@@ -73,6 +92,7 @@ void DriverHostFences::release(core::HostFence fence) noexcept {
   for (const Part& p : f->parts) p.pool->release(p.token);
   f->parts.clear();
   f->done = 0;
+  f->owed = false;
   fences_.release(fence);
 }
 

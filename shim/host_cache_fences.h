@@ -11,6 +11,11 @@
 // polled part by part, never waited for; released part by part. A fence with no part is
 // kNoHostFence.
 //
+// Without host memory for a part (or for the fence), a context is synchronized instead; a
+// context capturing cannot be, so the fence then owes a synchronization of every context,
+// made at its first poll with no capture underway anywhere (once for all fences owing it).
+// A fence that could not be had at all is kOwed, which needs no memory.
+//
 // Called only with the host cache's lock held. Never calls luma's hooks; never reports a
 // fence done before the driver says its events completed.
 #pragma once
@@ -36,6 +41,9 @@ class DriverHostFences final : public core::HostFences {
       : driver_(driver), contexts_(contexts), streams_(streams), captures_(captures) {}
   ~DriverHostFences() override = default;  // events are left to the driver, as at exit
 
+  // No fence could be had while a context was capturing (above).
+  static constexpr core::HostFence kOwed = 0xFFFFFFFFu;
+
   core::HostFence record() noexcept override;
   bool done(core::HostFence fence) noexcept override;
   void release(core::HostFence fence) noexcept override;
@@ -53,12 +61,17 @@ class DriverHostFences final : public core::HostFences {
   struct Fence {
     std::vector<Part> parts;
     std::uint32_t done = 0;  // parts[0, done) were seen done: a poll goes on from there
+    bool owed = false;  // a capturing context could not be fenced: a synchronization is owed
   };
 
   // ctx's pool, made on first use; throws std::bad_alloc when it cannot be made.
   FenceSlots& pool(CUcontext ctx);
-  // No pool or slot to fence ctx with: wait for its work now (nothing while capturing).
-  void synchronize(CUcontext ctx) noexcept;
+  // No pool or slot to fence ctx with: wait for its work now. False while it captures:
+  // then the synchronization is owed (owe_synchronization_).
+  bool synchronize(CUcontext ctx) noexcept;
+  // The owed synchronization: false while any capture is underway; else every live
+  // context is synchronized (once for all fences owing it) and true.
+  bool settle_owed() noexcept;
 
   const RealDriver& driver_;
   const ContextTable& contexts_;
@@ -68,6 +81,7 @@ class DriverHostFences final : public core::HostFences {
   std::vector<std::unique_ptr<FenceSlots>> pools_;  // one per context fenced so far
   SlotTable<Fence> fences_;
   std::uint64_t synchronizations_ = 0;
+  bool owe_synchronization_ = false;  // a fence owing one was given since the last one
 };
 
 }  // namespace luma::shim
