@@ -24,6 +24,13 @@
 // - time_us: microseconds since 1970, the header's wall-clock start plus the event time.
 // - oom's device_free: the device's total memory (header) less what luma had reserved
 //   then; the trace does not hold the driver's figure.
+// - Expandable segments: the trace has one event per page mapped or unmapped
+//   (is_mapped_pages, core/base/event.h), and a block may span many pages. As PyTorch
+//   does, each contiguous mapped range of a device is one segment with is_expandable,
+//   and the pages' entries are segment_map / segment_unmap, which the viewer merges into
+//   (splits from) such a range. The viewer merges only ranges of one stream, and luma's
+//   ranges serve every stream (a page's recorded stream is that of the call that grew
+//   it): pages are given stream 0, in the segments and in the entries.
 #include <algorithm>
 #include <charconv>
 #include <map>
@@ -57,7 +64,26 @@ struct Segment {
   int device = 0;
   std::uint64_t size = 0, stream = 0;
   SiteKey stack = 0;
+  bool pages = false;  // mapped pages of an expandable segment
 };
+
+// The segments of the snapshot: each ordinary one alone, each run of adjacent mapped pages
+// (of one device) as one. Calls fn(base, size, first page's Segment, expandable).
+template <class Fn>
+void for_each_snapshot_segment(const std::map<std::uint64_t, Segment>& segments, Fn&& fn) {
+  for (auto it = segments.begin(); it != segments.end();) {
+    const std::uint64_t base = it->first;
+    const Segment& first = it->second;
+    std::uint64_t end = base + first.size;
+    ++it;
+    if (first.pages)
+      for (; it != segments.end() && it->second.pages && it->first == end &&
+             it->second.device == first.device;
+           ++it)
+        end += it->second.size;
+    fn(base, end - base, first, first.pages);
+  }
+}
 struct Block {
   int device = 0;
   std::uint64_t size = 0, requested = 0;
@@ -198,7 +224,10 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
     const auto who = std::make_pair(e.device, e.thread);
     switch (e.kind) {
       case core::EventKind::segment_reserve:
-        segments[e.address] = {e.device, e.size, e.stream, 0};
+        if (core::is_mapped_pages(e.kind, e.size, e.requested))
+          segments[e.address] = {e.device, e.size, 0, 0, true};  // stream 0: see the top
+        else
+          segments[e.address] = {e.device, e.size, e.stream, 0, false};
         awaiting_alloc[who].emplace_back(e.address, e.index);
         break;
       case core::EventKind::segment_release: segments.erase(e.address); break;
@@ -250,11 +279,12 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
   p.begin_dict();
   p.key("segments");
   p.begin_list();
-  for (const auto& [base, s] : segments) {
+  for_each_snapshot_segment(segments, [&](std::uint64_t base, std::uint64_t size, const Segment& s,
+                                           bool expandable) {
     // Blocks inside the segment; the gaps between them are inactive (free) blocks.
     std::uint64_t allocated = 0, active = 0, requested = 0;
     auto first = blocks.lower_bound(base);
-    auto last = blocks.lower_bound(base + s.size);
+    auto last = blocks.lower_bound(base + size);
     for (auto it = first; it != last; ++it) {
       // As PyTorch counts: allocated excludes blocks waiting for their fences; active
       // and requested include them.
@@ -262,7 +292,8 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
       requested += it->second.requested;
       if (!it->second.pending) allocated += it->second.size;
     }
-    core::memviz::begin_segment(p, {s.device, base, s.size, allocated, active, requested, s.stream});
+    core::memviz::begin_segment(p, {s.device, base, size, allocated, active, requested, s.stream,
+                                    expandable});
     frames.write(s.stack);
     core::memviz::begin_segment_blocks(p);
     std::uint64_t at = base;
@@ -281,9 +312,9 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
       p.end_dict();
       at = std::max(at, it->first + it->second.size);
     }
-    gap(base + s.size);
+    gap(base + size);
     core::memviz::end_segment(p);
-  }
+  });
   p.end_list();
 
   p.key("device_traces");
@@ -317,6 +348,12 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
         frames.write(stack);
         p.end_dict();
       };
+      // segment_alloc / segment_free, or for pages segment_map / segment_unmap on stream 0.
+      auto segment_entry = [&](const core::TraceEvent& e, SiteKey stack) {
+        const bool pages = core::is_mapped_pages(e.kind, e.size, e.requested);
+        entry(action_name(e.kind, pages), e.address, e.size, pages ? 0 : e.stream, e.time_ns, stack,
+              false);
+      };
       read_events(
           run,
           [&](const core::TraceEvent& e) {
@@ -340,14 +377,14 @@ void export_memviz(RecordedRun& run, std::ostream& out, Symbolizer* sym,
                 const SiteKey stack = st == segment_stack.end() ? 0 : st->second;
                 live_segments[e.address] = stack;
                 reserved += e.size;
-                if (show) entry("segment_alloc", e.address, e.size, e.stream, e.time_ns, stack, false);
+                if (show) segment_entry(e, stack);
                 break;
               }
               case core::EventKind::segment_release: {
                 const SiteKey stack = live_segments[e.address];
                 live_segments.erase(e.address);
                 reserved -= std::min(reserved, e.size);
-                if (show) entry("segment_free", e.address, e.size, e.stream, e.time_ns, stack, false);
+                if (show) segment_entry(e, stack);
                 break;
               }
               case core::EventKind::oom:

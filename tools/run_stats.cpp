@@ -70,14 +70,27 @@ struct DeviceState {
   // Pass 2, up to the peak of reserved: the blocks and segments there.
   std::unordered_map<std::uint64_t, std::uint64_t> blocks;  // address -> size
   std::map<std::uint64_t, std::uint64_t> segments;          // address -> size
+  std::map<std::uint64_t, std::uint64_t> pages;  // mapped pages of expandable segments
+  // Pass 1: where the last page mapped ended (a page right after it is the same growth).
+  std::uint64_t last_page_end = 0;
 };
 
-// The free ranges of the segments around the live blocks.
+// The free ranges of the segments around the live blocks. The pages of an expandable
+// segment are one range where they are contiguous: a free block may span them.
 void measure_free_blocks(const DeviceState& d, PeakReservedState& at) {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> blocks(d.blocks.begin(), d.blocks.end());
   std::sort(blocks.begin(), blocks.end());
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges(d.segments.begin(), d.segments.end());
+  for (const auto& [start, size] : d.pages) {
+    if (!ranges.empty() && ranges.back().first + ranges.back().second == start &&
+        d.pages.count(ranges.back().first) != 0)
+      ranges.back().second += size;
+    else
+      ranges.emplace_back(start, size);
+  }
+  std::sort(ranges.begin(), ranges.end());
   auto b = blocks.begin();
-  for (const auto& [start, size] : d.segments) {
+  for (const auto& [start, size] : ranges) {
     const std::uint64_t end = start + size;
     while (b != blocks.end() && b->first < start) ++b;  // outside every segment: not counted
     std::uint64_t at_byte = start;
@@ -183,7 +196,13 @@ RunStats compute_run_stats(RecordedRun& run) {
       }
       case core::EventKind::free_completed: ++d.s.frees_completed; break;
       case core::EventKind::segment_reserve:
-        ++d.s.segment_reserves;
+        if (core::is_mapped_pages(e.kind, e.size, e.requested)) {
+          ++d.s.pages_mapped;
+          if (e.address != d.last_page_end) ++d.s.page_growths;
+          d.last_page_end = e.address + e.size;
+        } else {
+          ++d.s.segment_reserves;
+        }
         d.reserved += e.size;
         if (d.reserved > d.s.peak_reserved) {
           d.s.peak_reserved = d.reserved;
@@ -191,7 +210,7 @@ RunStats compute_run_stats(RecordedRun& run) {
         }
         break;
       case core::EventKind::segment_release:
-        ++d.s.segment_releases;
+        ++(core::is_mapped_pages(e.kind, e.size, e.requested) ? d.s.pages_unmapped : d.s.segment_releases);
         d.reserved -= std::min(d.reserved, e.size);
         break;
       case core::EventKind::oom: ++d.s.ooms; break;
@@ -232,14 +251,19 @@ RunStats compute_run_stats(RecordedRun& run) {
             switch (e.kind) {
               case core::EventKind::alloc: d.blocks[e.address] = e.size; break;
               case core::EventKind::free_requested: d.blocks.erase(e.address); break;
-              case core::EventKind::segment_reserve: d.segments[e.address] = e.size; break;
-              case core::EventKind::segment_release: d.segments.erase(e.address); break;
+              case core::EventKind::segment_reserve:
+                (core::is_mapped_pages(e.kind, e.size, e.requested) ? d.pages : d.segments)[e.address] = e.size;
+                break;
+              case core::EventKind::segment_release:
+                (core::is_mapped_pages(e.kind, e.size, e.requested) ? d.pages : d.segments).erase(e.address);
+                break;
               default: break;
             }
             if (e.index == at.event_index) {
               measure_free_blocks(d, at);
               d.blocks.clear();
               d.segments.clear();
+              d.pages.clear();
             }
           }
         },

@@ -57,6 +57,10 @@ struct DeviceRunStats {
   int device = 0;
   std::uint64_t allocations = 0, frees = 0, frees_completed = 0, segment_reserves = 0,
                 segment_releases = 0, ooms = 0, empty_cache_calls = 0;
+  // Expandable segments: pages mapped and unmapped (core::is_mapped_pages), and the
+  // growths that mapped them (a run of pages mapped one after another at adjacent
+  // addresses is one growth: one allocation that needed memory).
+  std::uint64_t pages_mapped = 0, pages_unmapped = 0, page_growths = 0;
   std::uint64_t unmatched_frees = 0;  // frees of addresses this trace never saw allocated
   std::uint64_t allocated_bytes_total = 0, requested_bytes_total = 0;
   std::uint64_t peak_allocated = 0, peak_reserved = 0, peak_requested = 0;
@@ -67,9 +71,10 @@ struct DeviceRunStats {
   std::vector<CallSiteTotal> callsites_at_peak, callsites_total;
 
   PeakReservedState at_peak_reserved;  // only for inputs that record segments
-  // Calls served from the cache: allocations that needed no segment.
+  // Calls served from the cache: allocations that needed no segment (nor pages mapped).
   std::uint64_t cache_absorbed() const noexcept {
-    return allocations > segment_reserves ? allocations - segment_reserves : 0;
+    const std::uint64_t grew = segment_reserves + page_growths;
+    return allocations > grew ? allocations - grew : 0;
   }
 };
 

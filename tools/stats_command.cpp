@@ -107,6 +107,9 @@ nlohmann::json device_json(Input& in, const DeviceRunStats& d) {
           {"frees_completed", if_recorded(!in.run->frees_complete_at_once(), d.frees_completed)},
           {"segment_reserves", if_recorded(segments, d.segment_reserves)},
           {"segment_releases", if_recorded(segments, d.segment_releases)},
+          {"pages_mapped", if_recorded(segments, d.pages_mapped)},
+          {"pages_unmapped", if_recorded(segments, d.pages_unmapped)},
+          {"page_growths", if_recorded(segments, d.page_growths)},
           {"ooms", d.ooms},
           {"empty_cache_calls", if_recorded(segments, d.empty_cache_calls)},
           {"cache_absorbed", if_recorded(segments, d.cache_absorbed())},
@@ -337,8 +340,15 @@ void print_text(std::vector<Input>& inputs) {
       if (segments) {
         fmt::print("  segments           {} reserved, {} released\n", d.segment_reserves,
                    d.segment_releases);
-        fmt::print("  cache absorbed     {} calls (allocations - segment reserves)\n",
-                   d.cache_absorbed());
+        if (d.pages_mapped != 0 || d.pages_unmapped != 0) {
+          fmt::print("  expandable pages   {} mapped in {} growths, {} unmapped\n", d.pages_mapped,
+                     d.page_growths, d.pages_unmapped);
+          fmt::print("  cache absorbed     {} calls (allocations - segment reserves - growths)\n",
+                     d.cache_absorbed());
+        } else {
+          fmt::print("  cache absorbed     {} calls (allocations - segment reserves)\n",
+                     d.cache_absorbed());
+        }
       } else {
         fmt::print("  segments           {}\n", kNotAvailable);
         fmt::print("  cache absorbed     {}\n", kNotAvailable);

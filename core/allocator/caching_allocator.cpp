@@ -704,7 +704,8 @@ struct CachingAllocator::Impl {
   // num_device_alloc; a page event is not one.)
   void emit_pages(EventKind kind, std::uintptr_t addr, std::size_t bytes) noexcept {
     if (sink == nullptr) return;
-    for (std::uintptr_t a = addr; a < addr + bytes; a += vm.page) emit(kind, a, vm.page, 0);
+    // requested == size: pages of an expandable segment, not a segment (event.h)
+    for (std::uintptr_t a = addr; a < addr + bytes; a += vm.page) emit(kind, a, vm.page, vm.page);
   }
   // The pages of every run of mapped blocks of the expanse s, as released.
   void emit_mapped_pages_released(const Segment* s) noexcept {

@@ -12,8 +12,8 @@ enum class EventKind : std::uint8_t {
   alloc = 1,            // address, size (rounded), requested
   free_requested = 2,   // address, size: the program freed the block
   free_completed = 3,   // address, size: the block's fences completed; reusable now
-  segment_reserve = 4,  // address, size: a real device allocation
-  segment_release = 5,  // address, size: a real device free
+  segment_reserve = 4,  // address, size: a real device allocation (or pages mapped: below)
+  segment_release = 5,  // address, size: a real device free (or pages unmapped: below)
   oom = 6,              // requested: the device refused, even after releasing the cache
   empty_cache = 7,      // size: bytes released by this empty_cache call
 };
@@ -25,6 +25,15 @@ struct Event {
   std::uint64_t size;
   std::uint64_t requested;
 };
+
+// A segment event of expandable segments is not a driver allocation of its own but pages
+// mapped into (unmapped from) the address range a pool reserved once; it carries
+// requested == size, where an ordinary segment event carries 0. Viewers show such pages
+// as parts of one growing segment (PyTorch's segment_map / segment_unmap).
+constexpr bool is_mapped_pages(EventKind kind, std::uint64_t size, std::uint64_t requested) noexcept {
+  return (kind == EventKind::segment_reserve || kind == EventKind::segment_release) && size != 0 &&
+         requested == size;
+}
 
 class EventSink {
  public:

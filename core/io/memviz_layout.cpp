@@ -19,7 +19,7 @@ void begin_segment(PickleWriter& p, const SegmentFields& s) {
   p.key("stream"); p.unsigned_integer(s.stream);
   p.key("segment_type"); p.key(s.total_size <= kSmallSegmentBytes ? "small" : "large");
   p.key("segment_pool_id"); p.pair(0, 0);
-  p.key("is_expandable"); p.boolean(false);
+  p.key("is_expandable"); p.boolean(s.expandable);
   p.key("frames");
 }
 
@@ -64,13 +64,13 @@ void write_frame(PickleWriter& p, std::string_view filename, std::int64_t line, 
   p.end_dict();
 }
 
-std::string_view action_name(EventKind k) noexcept {
+std::string_view action_name(EventKind k, bool mapped_pages) noexcept {
   switch (k) {
     case EventKind::alloc: return "alloc";
     case EventKind::free_requested: return "free_requested";
     case EventKind::free_completed: return "free_completed";
-    case EventKind::segment_reserve: return "segment_alloc";
-    case EventKind::segment_release: return "segment_free";
+    case EventKind::segment_reserve: return mapped_pages ? "segment_map" : "segment_alloc";
+    case EventKind::segment_release: return mapped_pages ? "segment_unmap" : "segment_free";
     case EventKind::oom: return "oom";
     case EventKind::empty_cache: return "";  // no such action in the viewer
   }
@@ -117,8 +117,9 @@ void write_allocator_settings(PickleWriter& p, const std::string& settings) {
   p.integer(split != luma.end() ? number(split->second).value_or(-1) : -1);
   p.key("garbage_collection_threshold");
   p.real(0.0);
-  p.key("expandable_segments");
-  p.boolean(false);
+  p.key("expandable_segments");  // the settings text writes booleans true / false
+  auto expandable = luma.find("expandable_segments");
+  p.boolean(expandable != luma.end() && expandable->second == "true");
   p.key("pinned_num_register_threads");
   p.integer(1);
   p.key("release_lock_on_cudamalloc");

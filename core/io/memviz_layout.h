@@ -32,6 +32,9 @@ struct SegmentFields {
   // and requested include them.
   std::uint64_t allocated_size = 0, active_size = 0, requested_size = 0;
   std::uint64_t stream = 0;
+  // A mapped run of an expandable segment (PyTorch reports each contiguous mapped range
+  // of one as a segment with is_expandable).
+  bool expandable = false;
 };
 // Opens the segment's dict and writes its fields, then the "frames" key. The caller then
 // writes the frames, calls begin_segment_blocks, writes each block, and calls end_segment.
@@ -64,7 +67,9 @@ void begin_trace_entry(PickleWriter& p, const TraceEntryFields& e);
 void write_frame(PickleWriter& p, std::string_view filename, std::int64_t line, std::string_view name);
 
 // The viewer's action for an allocator event; empty for an event it has no action for.
-std::string_view action_name(EventKind k) noexcept;
+// Pages mapped or unmapped (is_mapped_pages, base/event.h) are segment_map / segment_unmap,
+// which the viewer merges with (splits from) the adjacent mapped range of the same stream.
+std::string_view action_name(EventKind k, bool mapped_pages = false) noexcept;
 std::string_view state_name(BlockSnapshotState s) noexcept;
 
 // "allocator_settings": PyTorch's keys (what its settings view and tools expect) with

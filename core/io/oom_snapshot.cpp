@@ -36,7 +36,7 @@ class StackFrames {
 void write_segments(PickleWriter& p, StackFrames& frames, const OomSnapshot& s) {
   p.begin_list();
   for (const SegmentSnapshot& seg : s.segments) {
-    memviz::SegmentFields f{s.device, seg.address, seg.size, 0, 0, 0, 0};
+    memviz::SegmentFields f{s.device, seg.address, seg.size, 0, 0, 0, 0, seg.expandable};
     for (const BlockSnapshot& b : seg.blocks) {
       if (b.state == BlockSnapshotState::active_allocated) f.allocated_size += b.size;
       if (b.state != BlockSnapshotState::inactive) {
@@ -67,7 +67,7 @@ void write_trace(PickleWriter& p, StackFrames& frames, const OomSnapshot& s) {
   auto when = [&](std::uint64_t t) { return last_us = std::max(last_us, t); };
   p.begin_list();
   for (const RecentEvent& e : s.events) {
-    const std::string_view action = memviz::action_name(e.kind);
+    const std::string_view action = memviz::action_name(e.kind, is_mapped_pages(e.kind, e.size, e.requested));
     if (action.empty() || e.kind == EventKind::oom) continue;
     const bool block = e.kind == EventKind::alloc || e.kind == EventKind::free_requested ||
                        e.kind == EventKind::free_completed;

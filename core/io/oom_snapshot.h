@@ -27,7 +27,7 @@ struct RecentEvent {
   EventKind kind = EventKind::alloc;
   std::uint64_t address = 0;
   std::uint64_t size = 0;       // rounded (segments: the segment's size)
-  std::uint64_t requested = 0;  // alloc and frees: bytes asked for
+  std::uint64_t requested = 0;  // alloc and frees: bytes asked for; segments: is_mapped_pages
   std::uint64_t stream = 0;
   std::uint64_t time_us = 0;    // microseconds since 1970
   std::uint32_t stack = 0;      // OomSnapshot::stacks id; 0: none

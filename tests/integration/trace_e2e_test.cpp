@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 
+#include <filesystem>
 #include <map>
 #include <random>
 #include <set>
@@ -632,6 +633,33 @@ TEST(OomUnderTheShim, WithoutATraceTheSnapshotHoldsTheSegmentsAndTheOomEntry) {
   Result py = run({paths().python, paths().check_memviz, dir + "/o.pickle", "--partial"}, clean_env());
   EXPECT_EQ(py.exit_code, 0) << describe(py);
   EXPECT_NE(py.out.find("1 device traces, 1 entries"), std::string::npos) << py.out;
+}
+
+// With expandable segments the snapshot shows PyTorch's: each mapped range one segment
+// with is_expandable, its pages' entries segment_map, and it passes the viewer's checks.
+TEST(OomUnderTheShim, WithExpandableSegmentsTheSnapshotShowsMappedRanges) {
+  NEED(paths().trace_prog);
+  const std::string dir = temp_dir();
+  Result r = run({paths().trace_prog, "oom", "1000"},
+                 recording_env(dir + "/o.trace", {{"LUMA_CONF", "expandable_segments:1"},
+                                                  {"LUMA_FAKE_CAPACITY", "64M"},
+                                                  {"LUMA_OOM_SNAPSHOT", dir + "/o.pickle"}}));
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  ASSERT_TRUE(std::filesystem::exists(dir + "/o.pickle")) << r.err;
+  if (paths().python.empty() || paths().check_memviz.empty()) GTEST_SKIP() << "no python3";
+  Result py = run({paths().python, paths().check_memviz, dir + "/o.pickle", "--partial"}, clean_env());
+  EXPECT_EQ(py.exit_code, 0) << describe(py);
+  Result fields = run({paths().python, "-c",
+                       "import pickle, sys\n"
+                       "s = pickle.load(open(sys.argv[1], 'rb'))\n"
+                       "segs = s['segments']\n"
+                       "acts = {e['action'] for t in s['device_traces'] for e in t}\n"
+                       "assert segs and all(g['is_expandable'] for g in segs), segs\n"
+                       "assert 'segment_map' in acts and 'segment_alloc' not in acts, acts\n"
+                       "assert s['allocator_settings']['expandable_segments'] is True\n",
+                       dir + "/o.pickle"},
+                      clean_env());
+  EXPECT_EQ(fields.exit_code, 0) << describe(fields);
 }
 
 }  // namespace

@@ -16,7 +16,9 @@ and where they come from. A mismatch fails with one line naming the field.
   alloc/free sizes are the requested size (equal for an alloc and its frees).
 - Replay as the viewer does it: the Allocator State History walks back from the final
   segments (a free_requested must find its block, every block must lie in a segment at
-  every step); the timeline pairs alloc with free_completed by address. Unless --partial
+  every step; segment_map / segment_unmap of expandable segments cut a mapped range out
+  of the segment holding it, and merge it back with an adjacent one of the same stream);
+  the timeline pairs alloc with free_completed by address. Unless --partial
   (a --last/--from/--to window), replaying the whole trace forward gives the final blocks.
 - allocator_settings: PyTorch's keys with PyTorch's types; no number or boolean as text.
 """
@@ -164,11 +166,40 @@ def contains(segments, addr, size):
     return any(a <= addr and addr + size <= a + n for a, n in segments.items())
 
 
+def map_back(segs, streams, addr, size, stream):
+    """Walking back over a segment_unmap: the range is mapped again and merges with the
+    segment right after it and right before it when of the same stream (the viewer's
+    map_segment)."""
+    segs[addr], streams[addr] = size, stream
+    after = addr + size
+    if after in segs and streams[after] == stream:
+        segs[addr] += segs.pop(after)
+        streams.pop(after)
+    before = next((a for a, n in segs.items() if a + n == addr and streams[a] == stream), None)
+    if before is not None:
+        segs[before] += segs.pop(addr)
+        streams.pop(addr)
+
+
+def unmap_back(segs, streams, addr, size, where):
+    """Walking back over a segment_map: the range leaves the segment holding it, which
+    keeps what lies before and after it (the viewer's unmap_segment)."""
+    owner = next((a for a, n in segs.items() if a <= addr and addr + size <= a + n), None)
+    if owner is None:
+        fail(where + ": no segment holds the mapped range 0x%x of %d bytes" % (addr, size))
+    owner_end, stream = owner + segs.pop(owner), streams.pop(owner)
+    if owner < addr:
+        segs[owner], streams[owner] = addr - owner, stream
+    if addr + size < owner_end:
+        segs[addr + size], streams[addr + size] = owner_end - addr - size, stream
+
+
 def replay(snap, device, partial):
     """The viewer's two replays of one device's trace; fails where the viewer would throw
     or draw something the trace does not say."""
     trace = snap["device_traces"][device]
     segs = {s["address"]: s["total_size"] for s in snap["segments"] if s["device"] == device}
+    streams = {s["address"]: s["stream"] for s in snap["segments"] if s["device"] == device}
     final_blocks = {b["address"]: b for s in snap["segments"] if s["device"] == device
                     for b in s["blocks"] if b["state"] != "inactive"}
     # MemoryViz.js annotate_snapshot: free_requested + free_completed of one address in a
@@ -200,11 +231,17 @@ def replay(snap, device, partial):
                 fail(where + ": allocated block 0x%x is missing after it" % e["addr"])
             blocks.pop(e["addr"], None)
         elif a == "segment_free":
-            segs[e["addr"]] = e["size"]
-        elif a == "segment_alloc":
-            if segs.get(e["addr"]) != e["size"]:
+            segs[e["addr"]], streams[e["addr"]] = e["size"], e["stream"]
+        elif a == "segment_unmap":
+            map_back(segs, streams, e["addr"], e["size"], e["stream"])
+        elif a in ("segment_alloc", "segment_map"):
+            if a == "segment_map":
+                unmap_back(segs, streams, e["addr"], e["size"], where)
+            elif segs.get(e["addr"]) != e["size"]:
                 fail(where + ": no segment 0x%x of %d bytes to remove" % (e["addr"], e["size"]))
-            del segs[e["addr"]]
+            else:
+                del segs[e["addr"]]
+                streams.pop(e["addr"])
             inside = [b for b in blocks if e["addr"] <= b < e["addr"] + e["size"]]
             if inside:
                 fail(where + ": blocks %s would have no segment" % [hex(b) for b in inside])

@@ -9,8 +9,10 @@
 // segment's address plus the sizes before it), the Active Memory / Cached Segment
 // timelines (alloc paired with free_completed by address, sizes summed), the Allocator
 // State History (walking back from the final segments; each block must fall in a
-// segment), and the text of each event and hover (sizes, addresses in hex, time_us as a
-// date). Written for this project from those facts; no code of the page is copied.
+// segment; segment_map / segment_unmap cut a mapped range out of the segment holding it
+// and merge it back with an adjacent one of the same stream), and the text of each event
+// and hover (sizes, addresses in hex, time_us as a date). Written for this project from
+// those facts; no code of the page is copied.
 import { readFileSync } from 'node:fs';
 
 const path = process.argv[2];
@@ -147,9 +149,10 @@ function check(snap) {
       }
     }
     // Allocator State History: back from the final state, one event at a time.
-    const segs = new Map(), blocks = new Map();
+    const segs = new Map(), segStreams = new Map(), blocks = new Map();
     for (const s of snap.segments) if (s.device === d) {
       segs.set(s.address, s.total_size);
+      segStreams.set(s.address, s.stream);
       for (const b of s.blocks)
         if (b.state === 'active_allocated' || b.state === 'active_pending_free')
           blocks.set(b.addr, { size: b.size, pending: b.state === 'active_pending_free' });
@@ -167,9 +170,38 @@ function check(snap) {
           blocks.get(e.addr).pending = false;
           break;
         case 'alloc': blocks.delete(e.addr); break;
-        case 'segment_free': segs.set(e.addr, e.size); break;
+        case 'segment_free': segs.set(e.addr, e.size); segStreams.set(e.addr, e.stream); break;
+        case 'segment_unmap': {  // mapped again, merged with same-stream neighbours
+          const at = e.addr;
+          segs.set(at, e.size);
+          segStreams.set(at, e.stream);
+          const after = at + e.size;
+          if (segs.has(after) && segStreams.get(after) === e.stream) {
+            segs.set(at, e.size + segs.get(after));
+            segs.delete(after);
+            segStreams.delete(after);
+          }
+          for (const [s, n] of segs) if (s + n === at && segStreams.get(s) === e.stream) {
+            segs.set(s, n + segs.get(at));
+            segs.delete(at);
+            segStreams.delete(at);
+            break;
+          }
+          break;
+        }
         case 'segment_alloc':
-          segs.delete(e.addr);
+        case 'segment_map':
+          if (e.action === 'segment_map') {  // cut out of the segment holding it
+            const owner = [...segs].find(([s, n]) => s <= e.addr && e.addr + e.size <= s + n);
+            if (!owner) throw new Error(`${what}: no segment holds ${hex(e.addr)} (the page reads .addr of undefined)`);
+            const [s, n] = owner, stream = segStreams.get(s);
+            segs.delete(s);
+            segStreams.delete(s);
+            if (s < e.addr) { segs.set(s, e.addr - s); segStreams.set(s, stream); }
+            if (e.addr + e.size < s + n) { segs.set(e.addr + e.size, s + n - e.addr - e.size); segStreams.set(e.addr + e.size, stream); }
+          } else {
+            segs.delete(e.addr);
+          }
           for (const a of blocks.keys())
             if (a >= e.addr && a < e.addr + e.size) throw new Error(`${what}: block ${hex(a)} would have no segment`);
           break;

@@ -37,6 +37,12 @@ End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
   memviz_window  --last N keeps each device's last N entries, --from/--to a time window
              with the segments as they were at its end; both still replay in the viewer;
              the chrome export's --last N keeps the run's last N events
+  expandable a run with expandable segments (record_allocator --expandable): `luma stats`
+             counts pages mapped, not segments, and its free blocks at the peak add up
+             to reserved less allocated (a free block spans pages); in the memviz export
+             each contiguous mapped range is one segment with is_expandable, holding the
+             blocks that span its pages, whose entries are segment_map / segment_unmap;
+             the viewer (memviz_viewer.mjs, when node is here) replays it
   chrome_story  the chrome JSON tells the memviz timeline's story: its active_requested
              counter is the timeline's total at every step (down at completion), its
              allocated `luma stats`' (down at the free request); thread names,
@@ -704,11 +710,47 @@ def case_fifo_module():
         assert frames[0]["file"] == module, frames
 
 
+def case_expandable():
+    trace = os.path.join(WORK, "expandable.trace")
+    subprocess.run([RECORD, trace, "--expandable"], capture_output=True, check=True)
+    d = json.loads(run("stats", "--json", trace).stdout)["runs"][0]["devices"][0]
+    assert d["segment_reserves"] == 0 and d["pages_mapped"] > 0 and d["pages_unmapped"] > 0, d
+    assert 0 < d["page_growths"] <= d["pages_mapped"], d
+    assert d["cache_absorbed"] == d["allocations"] - d["page_growths"], d
+    text = run("stats", trace).stdout
+    line = [l for l in text.splitlines() if "largest free block" in l][0]
+    unallocated = [l for l in text.splitlines() if "unallocated" in l][0]
+    # "... of X MiB free in N blocks" is the "unallocated X MiB of it" figure: nothing more.
+    assert line.split(" of ")[1].split(" free")[0] == unallocated.split()[1] + " " + unallocated.split()[2], \
+        (line, unallocated)
+    out = os.path.join(WORK, "expandable.pickle")
+    run("export", trace, "-f", "memviz", "-o", out)
+    snap = check_memviz.check(out)  # every block inside one segment, at every step
+    page = 2 << 20
+    segs = snap["segments"]
+    assert segs and all(s["is_expandable"] for s in segs), segs
+    # The ranges are merged: no two segments touch (the pages of one range are one).
+    ends = {s["address"] + s["total_size"] for s in segs}
+    assert not any(s["address"] in ends for s in segs), [(hex(s["address"]), s["total_size"]) for s in segs]
+    actions = [e["action"] for e in snap["device_traces"][0]]
+    assert "segment_alloc" not in actions and "segment_free" not in actions, set(actions)
+    maps, unmaps = actions.count("segment_map"), actions.count("segment_unmap")
+    assert maps > 0 and unmaps > 0, (maps, unmaps)  # empty_cache at the end unmaps
+    assert all(e["size"] == page for e in snap["device_traces"][0] if e["action"].startswith("segment")), \
+        "a page per entry"
+    # Blocks larger than a page were allocated (they span pages: one segment holds each).
+    assert any(e["action"] == "alloc" and e["size"] > page for e in snap["device_traces"][0])
+    assert snap["allocator_settings"]["expandable_segments"] is True, snap["allocator_settings"]
+    if not viewer(out):
+        print("skipped: no node (JavaScript engine) to replay the snapshot as the viewer does")
+        sys.exit(77)
+
+
 {"golden": case_golden, "callsites": case_callsites, "stats": case_stats, "exports": case_exports,
  "allocator": case_allocator, "errors": case_errors, "truncated": case_truncated,
  "progress": case_progress,
  "no_overwrite": case_no_overwrite, "outputs": case_outputs, "rmm_frees": case_rmm_frees, "rmm_rows": case_rmm_rows, "latin1": case_latin1,
  "fifo_module": case_fifo_module, "memviz_viewer": case_memviz_viewer,
  "memviz_fields": case_memviz_fields, "memviz_window": case_memviz_window,
- "chrome_story": case_chrome_story}[CASE]()
+ "expandable": case_expandable, "chrome_story": case_chrome_story}[CASE]()
 print("ok:", CASE)

@@ -2,12 +2,18 @@
 // the host stand-in device, its events traced through TraceSink, a workload of mixed
 // sizes with frees, an out-of-memory and empty_cache. Writes TRACE and prints the
 // allocator's own statistics as JSON, which the test compares with `luma stats --json`.
-//   record_allocator TRACE
+// With --expandable the allocator makes expandable segments, on a device with virtual
+// memory (tests/doubles/paged_device.h): its blocks span pages, which are mapped as it
+// grows and unmapped by empty_cache (the memviz export's expandable case).
+//   record_allocator TRACE [--expandable]
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include "allocator/caching_allocator.h"
 #include "host_device.h"
+#include "paged_device.h"
 #include "trace_sink.h"
 #include "trace/trace_writer.h"
 
@@ -28,20 +34,26 @@ struct FixedContext final : EventContextSource {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) return 2;
+  const bool expandable = argc == 3 && std::strcmp(argv[2], "--expandable") == 0;
+  if (argc != 2 && !expandable) return 2;
   TraceHeader h;
   h.luma_version = "test";
   h.host = "host";
   h.start_unix_ns = 1700000000000000000ull;  // as make_golden's: the exports' dates start here
   h.devices = {{0, 64u << 20, "host stand-in"}};
+  if (expandable) h.settings = "expandable_segments:true";
   std::string err;
   auto w = TraceWriter::open(argv[1], h, &err);
   if (!w) {
     std::fprintf(stderr, "%s\n", err.c_str());
     return 1;
   }
-  HostDevice dev(64u << 20);
-  CachingAllocator alloc(dev, 0);
+  HostDevice host(64u << 20);
+  PagedDevice paged(std::size_t{2} << 20, 64u << 20, 128u << 20);
+  AllocatorOptions options;
+  options.expandable_segments = expandable;
+  CachingAllocator alloc(expandable ? static_cast<Device&>(paged) : static_cast<Device&>(host), 0,
+                         options);
   FixedContext ctx;
   TraceSink sink(*w, ctx);
   alloc.set_event_sink(&sink);
