@@ -319,6 +319,11 @@ typedef CUresult (*PFN_cuPointerGetAttributes)(unsigned int numAttributes,
 // _v3 at 12030, cuGraphInstantiate -> cuGraphInstantiateWithFlags at 12000).
 typedef CUresult (*PFN_cuStreamBeginCapture_v2)(CUstream hStream, CUstreamCaptureMode mode);
 typedef CUresult (*PFN_cuStreamBeginCapture_v1)(CUstream hStream);  // 10000: global mode
+typedef CUresult (*PFN_cuStreamBeginCaptureToGraph)(CUstream hStream, CUgraph hGraph,
+                                                    const CUgraphNode* dependencies,
+                                                    const CUgraphEdgeData* dependencyData,
+                                                    size_t numDependencies,
+                                                    CUstreamCaptureMode mode);  // 12030
 typedef CUresult (*PFN_cuStreamEndCapture)(CUstream hStream, CUgraph* phGraph);  // 10000
 typedef CUresult (*PFN_cuStreamIsCapturing)(CUstream hStream,
                                             CUstreamCaptureStatus* captureStatus);  // 10000

@@ -29,7 +29,8 @@
 // in 11.3 and its _v2 ABI (symbolStatus) in 12.0;
 // cuIpcGetMemHandle in 4.1; cuMemGetAddressRange's _v2 in 3.2, cuPointerGetAttribute in 4.0 and
 // cuPointerGetAttributes in 7.0 (one ABI each); stream capture in 10.0 (global mode only) and its _v2 ABI with a
-// mode, with cuThreadExchangeStreamCaptureMode, in 10.1. The calls that change a thread's
+// mode, with cuThreadExchangeStreamCaptureMode, in 10.1; capture into an existing graph
+// (cuStreamBeginCaptureToGraph) in 12.3. The calls that change a thread's
 // current context (current_context.h): cuCtxSetCurrent and the _v2 ABIs of
 // cuCtxPushCurrent/cuCtxPopCurrent in 4.0, cuCtxCreate's _v2 in 3.2, _v3 (execution
 // affinity) in 11.4, _v4 (CUctxCreateParams) in 12.5; cuCtxAttach/cuCtxDetach have only
@@ -77,6 +78,8 @@
   X(stream_begin_capture_v1_ptsz, cuStreamBeginCapture_ptsz, "cuStreamBeginCapture_ptsz", 10000, 10010, PFN_cuStreamBeginCapture_v1, per_thread, "cuStreamBeginCapture") \
   X(stream_begin_capture, cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, 0, PFN_cuStreamBeginCapture_v2, legacy, "cuStreamBeginCapture") \
   X(stream_begin_capture_ptsz, cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture_v2_ptsz", 10010, 0, PFN_cuStreamBeginCapture_v2, per_thread, "cuStreamBeginCapture") \
+  X(stream_begin_capture_to_graph, cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030, 0, PFN_cuStreamBeginCaptureToGraph, legacy, "cuStreamBeginCaptureToGraph") \
+  X(stream_begin_capture_to_graph_ptsz, cuStreamBeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph_ptsz", 12030, 0, PFN_cuStreamBeginCaptureToGraph, per_thread, "cuStreamBeginCaptureToGraph") \
   X(stream_end_capture, cuStreamEndCapture, "cuStreamEndCapture", 10000, 0, PFN_cuStreamEndCapture, legacy, "cuStreamEndCapture") \
   X(stream_end_capture_ptsz, cuStreamEndCapture_ptsz, "cuStreamEndCapture_ptsz", 10000, 0, PFN_cuStreamEndCapture, per_thread, "cuStreamEndCapture") \
   X(thread_exchange_capture_mode, cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 10010, 0, PFN_cuThreadExchangeStreamCaptureMode, legacy, "cuThreadExchangeStreamCaptureMode") \

@@ -81,7 +81,7 @@ FenceSlots::Token FenceSlots::fence() noexcept {
     case ContextFence::Outcome::recorded:
       return token;
     case ContextFence::Outcome::capture_underway:
-      // A capture luma did not see (cuStreamBeginCaptureToGraph): recorded after it.
+      // A capture luma did not see (an entry point it does not hook): recorded after it.
       s.deferred = true;
       return token;
     case ContextFence::Outcome::failed:

@@ -245,6 +245,28 @@ LUMA_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCapt
                                                                       mode);
 }
 
+// A capture into the program's own graph: the same rules as any capture.
+LUMA_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                                 const CUgraphNode* dependencies,
+                                                 const CUgraphEdgeData* dependencyData,
+                                                 size_t numDependencies, CUstreamCaptureMode mode) {
+  return forward_then_observe<&RealDriver::stream_begin_capture_to_graph>(
+      [](State& s, CUstream st, CUgraph, const CUgraphNode*, const CUgraphEdgeData*, size_t,
+         CUstreamCaptureMode m) { on_capture_begun(s, st, m); },
+      hStream, hGraph, dependencies, dependencyData, numDependencies, mode);
+}
+
+LUMA_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                                      const CUgraphNode* dependencies,
+                                                      const CUgraphEdgeData* dependencyData,
+                                                      size_t numDependencies,
+                                                      CUstreamCaptureMode mode) {
+  return forward_then_observe<&RealDriver::stream_begin_capture_to_graph_ptsz>(
+      [](State& s, CUstream st, CUgraph, const CUgraphNode*, const CUgraphEdgeData*, size_t,
+         CUstreamCaptureMode m) { on_capture_begun(s, st, m); },
+      hStream, hGraph, dependencies, dependencyData, numDependencies, mode);
+}
+
 // The capture is over whatever the answer (an invalidated capture ends with an error).
 LUMA_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
   return forward_then_observe<&RealDriver::stream_end_capture, true>(

@@ -256,8 +256,8 @@ std::optional<CUresult> refused_by_capture(State& s) noexcept {
   return r;
 }
 
-// Whether `stream` captures: a capture luma saw begin, or one it could not see (begun by a
-// call luma does not hook, such as cuStreamBeginCaptureToGraph), which only the driver
+// Whether `stream` captures: a capture luma saw begin, or one it could not see (begun by an
+// entry point luma does not hook, say one of a later CUDA), which only the driver
 // knows: cuStreamIsCapturing is made to be asked during a capture (cuda.h). The NULL
 // handle of a _ptsz call is the thread's per-thread stream.
 bool stream_captures(const State& s, CUstream stream, bool per_thread) noexcept {

@@ -1,5 +1,6 @@
 // fake_capture.cpp - stream capture and graphs of the stand-in driver (a TEST DOUBLE).
-// Follows the Driver API documentation of cuStreamBeginCapture, cuStreamEndCapture,
+// Follows the Driver API documentation of cuStreamBeginCapture, cuStreamBeginCaptureToGraph,
+// cuStreamEndCapture, cuGraphCreate,
 // cuStreamIsCapturing, cuStreamGetCaptureInfo, cuThreadExchangeStreamCaptureMode,
 // cuGraphInstantiate, cuGraphLaunch and of the CUDA_ERROR_STREAM_CAPTURE_* / CAPTURED_EVENT
 // codes (cuda.h); README.md lists each rule with its source. Captured work is a list of
@@ -74,6 +75,41 @@ CUresult begin(CUstream h, CUstreamCaptureMode mode, bool ptds) {
   c->origin = s;
   c->ctx = s->ctx;
   c->graph = std::make_shared<Graph>();
+  c->streams.push_back(s);
+  s->capture = c;
+  r.active.push_back(c);
+  return CUDA_SUCCESS;
+}
+
+// cuStreamBeginCaptureToGraph (CUDA 12.3): as begin(), capturing into an existing graph,
+// which cuStreamEndCapture then returns. Strict where the stand-in imitates less than the
+// driver (README.md): dependencies (the stand-in's graphs have no node handles), and a
+// graph that was instantiated or is being captured into, are refused.
+CUresult begin_to_graph(CUstream h, CUgraph graph, const CUgraphNode* dependencies,
+                        size_t numDependencies, CUstreamCaptureMode mode, bool ptds) {
+  StreamPtr s;
+  if (CUresult r = resolve(h, ptds, s)) return r;
+  if (!valid_mode(mode) || graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // "Can be NULL if numDependencies is 0."
+  if (numDependencies != 0) return CUDA_ERROR_INVALID_VALUE;  // (strict: not imitated)
+  (void)dependencies;
+  if (s->legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  CaptureRegistry& r = captures();
+  std::lock_guard lock(r.m);
+  auto it = r.graphs.find(graph);
+  if (it == r.graphs.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (s->capture != nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+  std::shared_ptr<Graph> g = it->second;
+  if (g->body.use_count() > 1) return CUDA_ERROR_INVALID_VALUE;  // instantiated (strict)
+  for (const CapturePtr& c : r.active)
+    if (c->graph == g) return CUDA_ERROR_INVALID_VALUE;  // captured into already (strict)
+  auto c = std::make_shared<Capture>();
+  c->id = r.next_id++;
+  c->mode = mode;
+  c->thread = std::this_thread::get_id();
+  c->origin = s;
+  c->ctx = s->ctx;
+  c->graph = std::move(g);
   c->streams.push_back(s);
   s->capture = c;
   r.active.push_back(c);
@@ -313,6 +349,16 @@ CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
   return begin(hStream, mode, true);
 }
+CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
+                                     const CUgraphEdgeData*, size_t numDependencies,
+                                     CUstreamCaptureMode mode) {
+  return begin_to_graph(hStream, hGraph, dependencies, numDependencies, mode, false);
+}
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                          const CUgraphNode* dependencies, const CUgraphEdgeData*,
+                                          size_t numDependencies, CUstreamCaptureMode mode) {
+  return begin_to_graph(hStream, hGraph, dependencies, numDependencies, mode, true);
+}
 CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
   return end(hStream, phGraph, false);
 }
@@ -408,6 +454,18 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
     gone = std::move(it->second);
     r.execs.erase(it);
   }
+  return CUDA_SUCCESS;
+}
+
+// "flags - Graph creation flags, must be 0" (cuGraphCreate): an empty graph.
+CUresult cuGraphCreate(CUgraph* phGraph, unsigned int flags) {
+  if (CUresult r = ready()) return r;
+  if (phGraph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto g = std::make_shared<Graph>();
+  CaptureRegistry& r = captures();
+  std::lock_guard lock(r.m);
+  r.graphs[g.get()] = g;
+  *phGraph = reinterpret_cast<CUgraph>(g.get());
   return CUDA_SUCCESS;
 }
 

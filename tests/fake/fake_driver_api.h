@@ -139,6 +139,15 @@ LUMA_FAKE_API CUresult cuStreamBeginCapture(CUstream hStream);
 LUMA_FAKE_API CUresult cuStreamBeginCapture_ptsz(CUstream hStream);
 LUMA_FAKE_API CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode);
 LUMA_FAKE_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode);
+LUMA_FAKE_API CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                                   const CUgraphNode* dependencies,
+                                                   const CUgraphEdgeData* dependencyData,
+                                                   size_t numDependencies, CUstreamCaptureMode mode);
+LUMA_FAKE_API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                                        const CUgraphNode* dependencies,
+                                                        const CUgraphEdgeData* dependencyData,
+                                                        size_t numDependencies,
+                                                        CUstreamCaptureMode mode);
 LUMA_FAKE_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph);
 LUMA_FAKE_API CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph);
 LUMA_FAKE_API CUresult cuStreamIsCapturing(CUstream hStream,
@@ -179,6 +188,7 @@ LUMA_FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUg
 LUMA_FAKE_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
 LUMA_FAKE_API CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
 LUMA_FAKE_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
+LUMA_FAKE_API CUresult cuGraphCreate(CUgraph* phGraph, unsigned int flags);
 LUMA_FAKE_API CUresult cuGraphDestroy(CUgraph hGraph);
 
 // Stream-ordered pools and virtual memory management (fake_vmm.cpp).

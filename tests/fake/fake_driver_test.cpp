@@ -774,6 +774,82 @@ TEST_F(FakeDriver, CapturedGraphReplaysCopiesAndMemsets) {
             FN(cuGraphLaunch_ptsz));
 }
 
+// cuStreamBeginCaptureToGraph: the capture goes into the program's own graph
+// (cuGraphCreate), which cuStreamEndCapture returns; it replays what was captured.
+TEST_F(FakeDriver, CaptureToGraphFillsTheGivenGraph) {
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr a = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&a, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8_v2(a, 0, 4096), CUDA_SUCCESS);
+  CUgraph g = nullptr;
+  EXPECT_EQ(cuGraphCreate(&g, 1), CUDA_ERROR_INVALID_VALUE);  // "must be 0"
+  EXPECT_EQ(cuGraphCreate(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  ASSERT_NE(g, nullptr);
+  ASSERT_EQ(cuStreamBeginCaptureToGraph(s, g, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_SUCCESS);
+  EXPECT_EQ(capture_status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  ASSERT_EQ(cuMemsetD8Async(a, 0x5A, 4096, s), CUDA_SUCCESS);
+  CUgraph during = nullptr;
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  ASSERT_EQ(cuStreamGetCaptureInfo_v3(s, &st, nullptr, &during, nullptr, nullptr, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(during, g);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(a)[0], 0);  // recorded, not run
+  CUgraph out = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(s, &out), CUDA_SUCCESS);
+  EXPECT_EQ(out, g);
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, g, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(a)[4095], 0x5A);
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(a), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  CUresult r;
+  CUdriverProcAddressQueryResult pst;
+  EXPECT_EQ(proc("cuStreamBeginCaptureToGraph", 12030, 0, &r, &pst), FN(cuStreamBeginCaptureToGraph));
+  EXPECT_EQ(proc("cuStreamBeginCaptureToGraph", 12030, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                 &r, &pst),
+            FN(cuStreamBeginCaptureToGraph_ptsz));
+  EXPECT_EQ(proc("cuGraphCreate", 10000, 0, &r, &pst), FN(cuGraphCreate));
+}
+
+TEST_F(FakeDriver, CaptureToGraphErrors) {
+  CUstream s = nullptr, t = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&t, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUgraph g = nullptr;
+  ASSERT_EQ(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  const auto global = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  EXPECT_EQ(cuStreamBeginCaptureToGraph(s, nullptr, nullptr, nullptr, 0, global), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamBeginCaptureToGraph(s, reinterpret_cast<CUgraph>(8), nullptr, nullptr, 0, global),
+            CUDA_ERROR_INVALID_VALUE);  // not a graph
+  EXPECT_EQ(cuStreamBeginCaptureToGraph(s, g, nullptr, nullptr, 1, global), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamBeginCaptureToGraph(s, g, nullptr, nullptr, 0, 7), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamBeginCaptureToGraph(LUMA_CU_STREAM_LEGACY, g, nullptr, nullptr, 0, global),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ASSERT_EQ(cuStreamBeginCaptureToGraph(s, g, nullptr, nullptr, 0, global), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamBeginCaptureToGraph(s, g, nullptr, nullptr, 0, global), CUDA_ERROR_ILLEGAL_STATE);
+  // Strict: a second capture into the same graph, and capture into an instantiated graph.
+  EXPECT_EQ(cuStreamBeginCaptureToGraph(t, g, nullptr, nullptr, 0, global), CUDA_ERROR_INVALID_VALUE);
+  // A capture into a graph is invalidated as any other: no graph comes back, and the
+  // program's graph stays its own.
+  EXPECT_EQ(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUgraph out = reinterpret_cast<CUgraph>(1);
+  EXPECT_EQ(cuStreamEndCapture(s, &out), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(out, nullptr);
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, g, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamBeginCaptureToGraph(s, g, nullptr, nullptr, 0, global), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(t), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
 TEST_F(FakeDriver, CaptureLifecycleErrors) {
   CUstream s = nullptr;
   ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);

@@ -105,6 +105,8 @@ const Entry kEntries[] = {
     {"cuStreamBeginCapture", 10000, FN(cuStreamBeginCapture), FN(cuStreamBeginCapture_ptsz)},
     {"cuStreamBeginCapture", 10010, FN(cuStreamBeginCapture_v2),
      FN(cuStreamBeginCapture_v2_ptsz)},
+    {"cuStreamBeginCaptureToGraph", 12030, FN(cuStreamBeginCaptureToGraph),
+     FN(cuStreamBeginCaptureToGraph_ptsz)},
     {"cuStreamEndCapture", 10000, FN(cuStreamEndCapture), FN(cuStreamEndCapture_ptsz)},
     {"cuStreamIsCapturing", 10000, FN(cuStreamIsCapturing), FN(cuStreamIsCapturing_ptsz)},
     {"cuStreamGetCaptureInfo", 10010, FN(cuStreamGetCaptureInfo),
@@ -120,6 +122,7 @@ const Entry kEntries[] = {
     {"cuGraphInstantiateWithFlags", 11040, FN(cuGraphInstantiateWithFlags), nullptr},
     {"cuGraphLaunch", 10000, FN(cuGraphLaunch), FN(cuGraphLaunch_ptsz)},
     {"cuGraphExecDestroy", 10000, FN(cuGraphExecDestroy), nullptr},
+    {"cuGraphCreate", 10000, FN(cuGraphCreate), nullptr},
     {"cuGraphDestroy", 10000, FN(cuGraphDestroy), nullptr},
     // Pools (fake_vmm.cpp): CUDA 11.2; virtual memory management: CUDA 10.2.
     {"cuDeviceGetDefaultMemPool", 11020, FN(cuDeviceGetDefaultMemPool), nullptr},

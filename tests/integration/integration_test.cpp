@@ -705,6 +705,21 @@ TEST(RealPrograms, StreamOrderedFreeInACaptureGetsTheDriversAnswer) {
   EXPECT_TRUE(r.result.err.empty()) << r.result.err;
 }
 
+// A capture into the program's own graph (cuStreamBeginCaptureToGraph, CUDA 12.3) with a free
+// and an allocation inside it: the capture ends valid, into that graph, and the freed
+// block's late write does not land in the new one. Regression: luma did not know of such
+// a capture, so the free's fence asked the driver during it (cuCtxRecordEvent), which
+// invalidated it (the captured memsetAsync then failed with 901).
+TEST(RealPrograms, ACaptureIntoTheProgramsGraphIsACaptureToo) {
+  REQUIRE_PROGRAMS();
+  Result plain = run_plain("driver", {"capture-to-graph"});
+  ASSERT_EQ(plain.exit_code, 0) << "without luma\n" << describe(plain);
+  LumaRun r = run_under_luma("driver", {"capture-to-graph"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_EQ(r.result.out, plain.out);
+  EXPECT_TRUE(r.result.err.empty()) << r.result.err;
+}
+
 // Other threads (default global mode) during a capture: refused with the driver's error
 // in a global capture, served in a thread-local one, which then ends with a graph.
 // Regression: old main served the other thread's cuMemAlloc during a global capture (0).
@@ -1139,7 +1154,8 @@ TEST(ExpandableSegments, CapturePatternsGetTheDriversAnswers) {
   REQUIRE_PROGRAMS();
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"graph-pattern", "20"}, {"capture-global"}, {"capture-free-async"},
-        {"capture-other-threads"}, {"capture-invalidated-free"}, {"capture-blocking"}}) {
+        {"capture-other-threads"}, {"capture-invalidated-free"}, {"capture-blocking"},
+        {"capture-to-graph"}}) {
     Result plain = run_plain("driver", args);
     ASSERT_EQ(plain.exit_code, 0) << "without luma\n" << describe(plain);
     LumaRun r = run_under_luma("driver", args, kExpandable);

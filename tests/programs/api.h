@@ -54,6 +54,9 @@ struct DriverCalls {
   // cuPointerGetAttributes call (RANGE_START_ADDR, RANGE_SIZE, BUFFER_ID) give it.
   int (*pointer_range)(const void* p, void** start, size_t* size);
   int (*pointer_range_and_id)(const void* p, void** start, size_t* size, unsigned long long* id);
+  // cuGraphCreate (flags 0), and cuStreamBeginCaptureToGraph into it (no dependencies).
+  int (*graph_create)(void** graph);
+  int (*begin_capture_to_graph)(void* stream, void* graph, int mode);
 };
 
 struct Api {

@@ -226,6 +226,18 @@ const DriverCalls kDriverCalls = {
       *start = reinterpret_cast<void*>(s);
       return r;
     },
+    [](void** graph) -> int {
+      READY();
+      CUgraph g = nullptr;
+      CUresult r = cuGraphCreate(&g, 0);
+      *graph = g;
+      return r;
+    },
+    [](void* s, void* graph, int mode) -> int {
+      READY();
+      return cuStreamBeginCaptureToGraph(st(s), static_cast<CUgraph>(graph), nullptr, nullptr, 0,
+                                         static_cast<CUstreamCaptureMode>(mode));
+    },
 };
 
 const Api kApi = {

@@ -65,6 +65,7 @@ int mode_capture_free_async(int argc, char** argv);
 int mode_capture_other_threads(int argc, char** argv);
 int mode_capture_blocking(int argc, char** argv);
 int mode_capture_invalidated_free(int argc, char** argv);
+int mode_capture_to_graph(int argc, char** argv);
 
 // modes_train.cpp: training loops
 int mode_train(int argc, char** argv);

@@ -1,6 +1,7 @@
 // modes_capture.cpp - the workload's modes about stream capture and CUDA graphs (driver
 // API): PyTorch's graph pattern, and allocations and frees inside captures of each mode,
-// from other threads, on a blocking stream, and in a capture that gets invalidated.
+// from other threads, on a blocking stream, in a capture that gets invalidated, and in a
+// capture into the program's own graph.
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -423,6 +424,72 @@ int mode_capture_invalidated_free(int argc, char**) {
     return kExitCorrupted;
   }
   std::printf("capture-invalidated-free: CLEAN\n");
+  return 0;
+}
+
+// cuStreamBeginCaptureToGraph (CUDA 12.3): a relaxed capture into a graph the program made,
+// with a free and an allocation inside it, as PyTorch's graph pattern does. The freed block's
+// slow memset, queued on another stream before the capture, must not land in the block
+// allocated in the capture; the capture must end valid, into the same graph, which then
+// replays the memset captured on the new block. X and Z fill a cache's 2 MiB segment of
+// small blocks, so that Y's allocation finds only X, freed and pending: a cache then asks
+// about X's fence during the capture.
+int mode_capture_to_graph(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-to-graph");
+  if (D == nullptr) return kExitSkip;
+  constexpr size_t kN = 1 << 20;
+  void *s = nullptr, *side = nullptr, *x = nullptr, *y = nullptr, *z = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  ok(A.stream_create(&side, true), "stream create (non-blocking)");
+  ok(A.alloc(&x, kN), "alloc X");
+  ok(A.alloc(&z, kN), "alloc Z");
+  ok(A.memset(x, 0, kN), "memset X");
+  void* graph = nullptr;
+  ok(D->graph_create(&graph), "cuGraphCreate");
+  const bool slowed = set_stand_in_delay(kHazardDelayUs);
+  ok(A.memset_async(x, 0xAA, kN, side), "slow memsetAsync X on the side stream");
+  ok(D->begin_capture_to_graph(s, graph, kCaptureModeRelaxed), "cuStreamBeginCaptureToGraph (relaxed)");
+  ok(A.free(x), "free X in the capture");  // its memset may still be queued
+  ok(A.alloc(&y, kN), "alloc Y in the capture");
+  ok(A.memset(y, 0x55, kN), "memset Y");
+  ok(A.memset_async(y, 0x11, kN, s), "captured memsetAsync Y");
+  void* ended = nullptr;
+  const int end = D->end_capture(s, &ended);
+  std::printf("capture-to-graph: cuStreamEndCapture -> %d\n", end);
+  expect(end, 0, "cuStreamEndCapture of a capture into the program's graph");
+  if (ended != graph) fail("the capture ended with another graph than the program's", 0);
+  ok(A.stream_sync(side), "side stream sync");
+  ok(A.stream_sync(s), "stream sync");
+  if (slowed) set_stand_in_delay(0);
+  std::vector<unsigned char> buf(kN);
+  auto count_not = [&](unsigned char want) {
+    ok(A.dtoh(buf.data(), y, kN), "dtoh Y");
+    size_t n = 0;
+    for (unsigned char c : buf) n += c != want;
+    return n;
+  };
+  if (size_t late = count_not(0x55); late != 0) {
+    std::printf("capture-to-graph: CORRUPTED (%zu bytes of Y, allocated in the capture, hold "
+                "the freed block's late write)\n", late);
+    return kExitCorrupted;
+  }
+  void* exec = nullptr;
+  ok(D->instantiate(&exec, graph), "cuGraphInstantiateWithFlags");
+  ok(D->launch(exec, s), "cuGraphLaunch");
+  ok(A.stream_sync(s), "stream sync");
+  if (size_t wrong = count_not(0x11); wrong != 0) {
+    std::printf("capture-to-graph: WRONG (%zu bytes of Y are not what the graph wrote)\n", wrong);
+    return kExitWrong;
+  }
+  ok(D->exec_destroy(exec), "cuGraphExecDestroy");
+  ok(D->graph_destroy(graph), "cuGraphDestroy");
+  ok(A.free(y), "free");
+  ok(A.free(z), "free");
+  ok(A.stream_destroy(s), "stream destroy");
+  ok(A.stream_destroy(side), "stream destroy");
+  std::printf("capture-to-graph: the capture into the program's graph ended valid, no late "
+              "write in its block; the graph replayed\n");
   return 0;
 }
 

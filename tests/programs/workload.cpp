@@ -67,6 +67,7 @@ const Mode kModes[] = {
     {"capture-other-threads", "", mode_capture_other_threads},
     {"capture-invalidated-free", "", mode_capture_invalidated_free},
     {"capture-blocking", "", mode_capture_blocking},
+    {"capture-to-graph", "", mode_capture_to_graph},
     {"train", "(LUMA_TEST_STEPS, LUMA_TEST_DIVERGE_AT, LUMA_TEST_ADDR_LOG)", mode_train},
     {"train-streams", "(LUMA_TEST_STEPS, LUMA_TEST_DATA)", mode_train_streams},
 };
