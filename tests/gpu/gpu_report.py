@@ -134,7 +134,7 @@ def correctness(w, failures):
 # prog_driver modes run by scripts/gpu-check's stage 1 (the patterns of real programs).
 PATTERNS = ("ipc-ranges", "ipc-simple", "graph-pattern", "capture-global", "capture-free-async",
             "capture-other-threads", "capture-invalidated-free", "capture-blocking",
-            "free-async-cached")
+            "capture-to-graph", "free-async-cached")
 
 
 def patterns(w, failures):
