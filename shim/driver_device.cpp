@@ -224,7 +224,15 @@ core::Reservation DriverDevice::reserve_address(std::size_t bytes) noexcept {
     if (range_observer_ != nullptr) range_observer_->range_reserved(base, bytes);
     return {reinterpret_cast<void*>(base), 0};
   }
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) return core::Reservation::out_of_memory();
+  // Either way the pool grows by ordinary segments from here on (the allocator does not
+  // ask again): say so once.
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    log_noexcept(spdlog::level::warn,
+                 "expandable_segments: no address space for {} bytes (cuMemAddressReserve: out of "
+                 "memory); this pool gets ordinary segments",
+                 bytes);
+    return core::Reservation::out_of_memory();
+  }
   vm_error("cuMemAddressReserve", bytes, r);
   return core::Reservation::failed(static_cast<int>(r));
 }

@@ -187,6 +187,10 @@ struct CachingAllocator::Impl {
   bool vm_asked = false;
   Device::VirtualMemory vm;
   std::array<std::vector<Segment*>, kPools> expanses;
+  // The device refused to reserve address space for a pool (cuMemAddressReserve: a process
+  // short of address space, a driver's limit): that pool's further growth beyond its
+  // expanses takes ordinary segments, and the device is not asked again.
+  std::array<bool, kPools> expanse_refused{};
   std::array<Block*, kPools> unmapped{};
   // The physical memory behind the expanses (page_pool.h).
   PagePool pages{dev};
@@ -522,7 +526,12 @@ struct CachingAllocator::Impl {
   // own: a segment of exactly `rounded` for one block (allocate_own_segment).
   Block* grow(Pool p, std::size_t rounded, int* error, bool own = false) noexcept {
     *error = 0;
-    if (!own && expandable()) return grow_expandable(p, rounded, error);
+    if (!own && expandable()) {
+      bool refused = false;
+      Block* b = grow_expandable(p, rounded, error, &refused);
+      if (!refused) return b;
+      *error = 0;  // no address space for an expanse: an ordinary segment instead
+    }
     std::size_t preferred = own ? rounded : segment_size_for(opt, rounded);
     try {  // before the device call, so a host allocation failure changes nothing
       segment_records.ensure(1);
@@ -734,11 +743,16 @@ struct CachingAllocator::Impl {
     return bytes;
   }
 
-  // A new expanse for pool p, big enough for `rounded`: one unmapped block. nullptr with
-  // *error as grow's.
-  Segment* new_expanse(Pool p, std::size_t rounded, int* error) noexcept {
+  // A new expanse for pool p, big enough for `rounded`: one unmapped block. nullptr when
+  // there is no host memory for its records (*refused false), or no such address space
+  // (*refused true: the device refused it, or it cannot be).
+  Segment* new_expanse(Pool p, std::size_t rounded, bool* refused) noexcept {
+    *refused = false;
     const std::size_t bytes = std::max(page_up(vm.address_space), page_up(rounded) + vm.page);
-    if (bytes < rounded) return nullptr;  // (overflow: no such address space)
+    if (bytes < rounded) {  // (overflow: no such address space)
+      *refused = true;
+      return nullptr;
+    }
     try {
       blocks.ensure(1);
       segment_records.ensure(1);
@@ -751,11 +765,12 @@ struct CachingAllocator::Impl {
     }
     const Reservation r = dev.reserve_address(bytes);
     if (r.base == nullptr) {
-      *error = r.error;
+      *refused = true;
       return nullptr;
     }
     if (reinterpret_cast<std::uintptr_t>(r.base) % vm.page != 0) {  // breaks the device contract
       dev.release_address(r.base, bytes);
+      *refused = true;
       return nullptr;
     }
     Segment* s = segment_records.get();
@@ -963,11 +978,19 @@ struct CachingAllocator::Impl {
   }
 
   // grow() with expandable segments: the pages `rounded` lacks, mapped where it fits.
-  Block* grow_expandable(Pool p, std::size_t rounded, int* error) noexcept {
+  // *refused: no expanse has room and no new one can be reserved (grow() then makes an
+  // ordinary segment).
+  Block* grow_expandable(Pool p, std::size_t rounded, int* error, bool* refused) noexcept {
     adapt_chunk();
     Room room = find_room(p, rounded);
     if (room.start == nullptr) {
-      if (new_expanse(p, rounded, error) == nullptr) return nullptr;
+      bool& no_space = expanse_refused[pool_index(p)];
+      if (!no_space && new_expanse(p, rounded, &no_space) == nullptr) {
+        *refused = no_space;
+        return nullptr;  // (else no host memory: out of memory)
+      }
+      *refused = no_space;
+      if (no_space) return nullptr;
       room = find_room(p, rounded);
       if (room.start == nullptr) return nullptr;
     }

@@ -2,7 +2,8 @@
 // (AllocatorOptions::expandable_segments) on a device double that checks the virtual
 // memory contract strictly (tests/doubles/paged_device.h): one address range per pool,
 // growth by the missing pages only, free memory moving to where it is needed,
-// empty_cache, refused unmaps, pending blocks, out of memory and device errors, release
+// empty_cache, refused unmaps, pending blocks, out of memory and device errors, refused
+// address space (ordinary segments instead), release
 // and forgetting, snapshots, and a randomized model test. Every test ends with the
 // allocator's invariants clean and no contract violation on the device.
 #include "allocator/caching_allocator.h"
@@ -271,15 +272,9 @@ TEST(ExpandableSegments, OutOfMemoryAtTheHighWaterMarkMovesFreePages) {
 TEST(ExpandableSegments, DeviceErrorsAreReturnedWithTheirCode) {
   PagedDevice dev;
   CachingAllocator a(dev, 0, expandable());
-  dev.fail_next_reserve_addresses(1, 801);
-  AllocResult r = a.allocate(4 * MiB);
-  EXPECT_EQ(r.status, AllocStatus::device_error);
-  EXPECT_EQ(r.device_error, 801);
-  LUMA_EXPECT_CLEAN(a);
-
   void* held = must_alloc(a, 1 * MiB + 256);  // the expanse exists now
   dev.fail_next_creates(1, 802);
-  r = a.allocate(6 * MiB);
+  AllocResult r = a.allocate(6 * MiB);
   EXPECT_EQ(r.status, AllocStatus::device_error);
   EXPECT_EQ(r.device_error, 802);
   LUMA_EXPECT_CLEAN(a);
@@ -299,6 +294,35 @@ TEST(ExpandableSegments, DeviceErrorsAreReturnedWithTheirCode) {
   EXPECT_TRUE(dev.mapped(ok, 11 * MiB));
   EXPECT_EQ(a.free(ok), FreeStatus::ok);
   EXPECT_EQ(a.free(held), FreeStatus::ok);
+  LUMA_EXPECT_CLEAN(a);
+  EXPECT_EQ(dev.violations(), 0u);
+}
+
+// The device refuses address space for a pool (cuMemAddressReserve: a process short of
+// address space, or any refusal): that pool grows by ordinary segments from then on, and
+// the device is not asked again; the other pool keeps its expanse. Nothing fails that an
+// ordinary segment can serve.
+TEST(ExpandableSegments, RefusedAddressSpaceGivesThePoolOrdinarySegments) {
+  PagedDevice dev;
+  dev.allow_ordinary_segments(true);
+  CachingAllocator a(dev, 0, expandable());
+  dev.fail_next_reserve_addresses(1, 801);
+  void* p = must_alloc(a, 4 * MiB);  // the large pool: refused, an ordinary segment
+  EXPECT_FALSE(segment(a, p).expandable);
+  EXPECT_EQ(dev.ordinary_segments(), 1u);
+  void* q = must_alloc(a, 512);  // the small pool: its expanse
+  EXPECT_TRUE(segment(a, q).expandable);
+  EXPECT_EQ(dev.address_reserves(), 1u);
+  void* r = must_alloc(a, 30 * MiB);  // the large pool again: not asked again
+  EXPECT_FALSE(segment(a, r).expandable);
+  EXPECT_EQ(dev.address_reserves(), 1u);
+  EXPECT_EQ(dev.ordinary_segments(), 2u);
+  LUMA_EXPECT_CLEAN(a);
+  for (void* x : {p, q, r}) EXPECT_EQ(a.free(x), FreeStatus::ok);
+  a.empty_cache();
+  EXPECT_EQ(dev.ordinary_segments(), 0u);
+  EXPECT_EQ(dev.held(), 0u);
+  EXPECT_EQ(reserved(a), 0u);
   LUMA_EXPECT_CLEAN(a);
   EXPECT_EQ(dev.violations(), 0u);
 }

@@ -9,7 +9,9 @@
 // fence, and fences that the caller completes by hand, as tests/doubles/host_device.h.
 //
 // Ordinary segments (reserve/release) are refused with an error and counted: an
-// allocator on this device must use its virtual memory.
+// allocator on this device must use its virtual memory. allow_ordinary_segments() lets
+// them through (held against the same capacity), for the fallback when address space is
+// refused.
 //
 // Header-only, under tests/ and never linked into libluma.so.
 #pragma once
@@ -38,15 +40,28 @@ class PagedDevice final : public Device {
   PagedDevice& operator=(const PagedDevice&) = delete;
 
   // ---- Device: ordinary segments (refused) -------------------------------------------
-  Reservation reserve(std::size_t) noexcept override {
+  Reservation reserve(std::size_t bytes) noexcept override {
     std::lock_guard<std::mutex> l(mu_);
     ++ordinary_reserves_;
-    return Reservation::failed(kNoOrdinarySegments);
+    if (!ordinary_allowed_) return Reservation::failed(kNoOrdinarySegments);
+    if (bytes == 0 || held_ > capacity_ || bytes > capacity_ - held_) return Reservation::out_of_memory();
+    const std::uintptr_t base = next_address_;
+    next_address_ += (bytes + page_ - 1) / page_ * page_ + page_;
+    ordinary_[base] = bytes;
+    held_ += bytes;
+    peak_held_ = std::max(peak_held_, held_);
+    return {reinterpret_cast<void*>(base), 0};
   }
-  bool release(void*, std::size_t) noexcept override {
+  bool release(void* base, std::size_t bytes) noexcept override {
     std::lock_guard<std::mutex> l(mu_);
-    ++violations_;  // nothing was ever reserved
-    return false;
+    const auto it = ordinary_.find(reinterpret_cast<std::uintptr_t>(base));
+    if (it == ordinary_.end() || it->second != bytes) {
+      ++violations_;  // never reserved (or not so)
+      return false;
+    }
+    ordinary_.erase(it);
+    held_ -= bytes;
+    return true;
   }
 
   // ---- Device: virtual memory ------------------------------------------------------
@@ -255,6 +270,8 @@ class PagedDevice final : public Device {
   }
   // Capturing: unmap_memory and fence_wait refuse (a capture underway on the thread).
   void set_capturing(bool on) { std::lock_guard<std::mutex> l(mu_); capturing_ = on; }
+  void allow_ordinary_segments(bool on) { std::lock_guard<std::mutex> l(mu_); ordinary_allowed_ = on; }
+  std::size_t ordinary_segments() const { std::lock_guard<std::mutex> l(mu_); return ordinary_.size(); }
   // fence_wait alone refuses (unmapping still works: the strictest case for pending blocks).
   void set_cannot_wait(bool on) { std::lock_guard<std::mutex> l(mu_); cannot_wait_ = on; }
   // Set before making the allocator (it reads fence_mode() once).
@@ -330,6 +347,7 @@ class PagedDevice final : public Device {
   std::size_t address_space_;
   std::uintptr_t next_address_ = std::uintptr_t{1} << 44;  // far from host memory; page-aligned
   std::map<std::uintptr_t, std::size_t> ranges_;  // reserved address ranges
+  std::map<std::uintptr_t, std::size_t> ordinary_;  // ordinary segments, when allowed
   std::map<std::uint64_t, MemoryState> memories_;
   std::map<std::uintptr_t, Page> pages_;        // mapped page -> what is mapped there
   std::map<std::uintptr_t, std::size_t> maps_;  // each map_memory range still mapped
@@ -344,6 +362,7 @@ class PagedDevice final : public Device {
   bool report_headroom_ = false;
   bool capturing_ = false;
   bool cannot_wait_ = false;
+  bool ordinary_allowed_ = false;
   bool fences_enabled_ = false;
   FenceMode mode_ = FenceMode::batched;
   Fence next_fence_ = 1;
