@@ -187,9 +187,9 @@ struct CachingAllocator::Impl {
   bool vm_asked = false;
   Device::VirtualMemory vm;
   std::array<std::vector<Segment*>, kPools> expanses;
-  // The device refused to reserve address space for a pool (cuMemAddressReserve: a process
-  // short of address space, a driver's limit): that pool's further growth beyond its
-  // expanses takes ordinary segments, and the device is not asked again.
+  // The device refused to reserve a pool its usual address space (cuMemAddressReserve: a
+  // process short of address space, a driver's limit): that pool's further growth beyond
+  // its expanses takes ordinary segments, and the device is not asked again.
   std::array<bool, kPools> expanse_refused{};
   std::array<Block*, kPools> unmapped{};
   // The physical memory behind the expanses (page_pool.h).
@@ -985,12 +985,14 @@ struct CachingAllocator::Impl {
     Room room = find_room(p, rounded);
     if (room.start == nullptr) {
       bool& no_space = expanse_refused[pool_index(p)];
-      if (!no_space && new_expanse(p, rounded, &no_space) == nullptr) {
-        *refused = no_space;
-        return nullptr;  // (else no host memory: out of memory)
-      }
       *refused = no_space;
       if (no_space) return nullptr;
+      if (new_expanse(p, rounded, refused) == nullptr) {
+        // A pool's usual range refused: not asked again. A range larger than usual, for
+        // one huge request, may be refused where the usual one would not.
+        if (*refused && page_up(rounded) + vm.page <= page_up(vm.address_space)) no_space = true;
+        return nullptr;  // (not refused: no host memory, out of memory)
+      }
       room = find_room(p, rounded);
       if (room.start == nullptr) return nullptr;
     }

@@ -317,12 +317,32 @@ TEST(ExpandableSegments, RefusedAddressSpaceGivesThePoolOrdinarySegments) {
   EXPECT_FALSE(segment(a, r).expandable);
   EXPECT_EQ(dev.address_reserves(), 1u);
   EXPECT_EQ(dev.ordinary_segments(), 2u);
+
   LUMA_EXPECT_CLEAN(a);
   for (void* x : {p, q, r}) EXPECT_EQ(a.free(x), FreeStatus::ok);
   a.empty_cache();
   EXPECT_EQ(dev.ordinary_segments(), 0u);
   EXPECT_EQ(dev.held(), 0u);
   EXPECT_EQ(reserved(a), 0u);
+  LUMA_EXPECT_CLEAN(a);
+  EXPECT_EQ(dev.violations(), 0u);
+}
+
+// A range larger than usual, for one huge request, refused: that request is tried as an
+// ordinary segment (out of memory here), and the pool still asks for its usual range.
+TEST(ExpandableSegments, AHugeRequestsRefusedRangeDoesNotDecideForThePool) {
+  PagedDevice dev;
+  dev.allow_ordinary_segments(true);
+  CachingAllocator a(dev, 0, expandable());
+  dev.fail_next_reserve_addresses(1, 2);
+  const AllocResult huge = a.allocate(std::size_t{1} << 40);
+  EXPECT_EQ(huge.ptr, nullptr);
+  EXPECT_EQ(huge.status, AllocStatus::out_of_memory);
+  EXPECT_EQ(dev.ordinary_segments(), 0u);
+  void* p = must_alloc(a, 4 * MiB);
+  EXPECT_TRUE(segment(a, p).expandable);
+  EXPECT_EQ(dev.address_reserves(), 1u);
+  EXPECT_EQ(a.free(p), FreeStatus::ok);
   LUMA_EXPECT_CLEAN(a);
   EXPECT_EQ(dev.violations(), 0u);
 }
