@@ -58,6 +58,20 @@ void end_capture(CaptureRegistry& r, const CapturePtr& c) {
   r.active.erase(std::remove(r.active.begin(), r.active.end(), c), r.active.end());
 }
 
+// A capture of s into graph, begun by this thread; r.m held.
+void start(CaptureRegistry& r, const StreamPtr& s, CUstreamCaptureMode mode, std::shared_ptr<Graph> graph) {
+  auto c = std::make_shared<Capture>();
+  c->id = r.next_id++;
+  c->mode = mode;
+  c->thread = std::this_thread::get_id();
+  c->origin = s;
+  c->ctx = s->ctx;
+  c->graph = std::move(graph);
+  c->streams.push_back(s);
+  s->capture = c;
+  r.active.push_back(c);
+}
+
 CUresult begin(CUstream h, CUstreamCaptureMode mode, bool ptds) {
   StreamPtr s;
   if (CUresult r = resolve(h, ptds, s)) return r;
@@ -68,16 +82,7 @@ CUresult begin(CUstream h, CUstreamCaptureMode mode, bool ptds) {
   std::lock_guard lock(r.m);
   // "it may only be initiated if the stream is not already in capture mode"
   if (s->capture != nullptr) return CUDA_ERROR_ILLEGAL_STATE;
-  auto c = std::make_shared<Capture>();
-  c->id = r.next_id++;
-  c->mode = mode;
-  c->thread = std::this_thread::get_id();
-  c->origin = s;
-  c->ctx = s->ctx;
-  c->graph = std::make_shared<Graph>();
-  c->streams.push_back(s);
-  s->capture = c;
-  r.active.push_back(c);
+  start(r, s, mode, std::make_shared<Graph>());
   return CUDA_SUCCESS;
 }
 
@@ -103,16 +108,7 @@ CUresult begin_to_graph(CUstream h, CUgraph graph, const CUgraphNode* dependenci
   if (g->body.use_count() > 1) return CUDA_ERROR_INVALID_VALUE;  // instantiated (strict)
   for (const CapturePtr& c : r.active)
     if (c->graph == g) return CUDA_ERROR_INVALID_VALUE;  // captured into already (strict)
-  auto c = std::make_shared<Capture>();
-  c->id = r.next_id++;
-  c->mode = mode;
-  c->thread = std::this_thread::get_id();
-  c->origin = s;
-  c->ctx = s->ctx;
-  c->graph = std::move(g);
-  c->streams.push_back(s);
-  s->capture = c;
-  r.active.push_back(c);
+  start(r, s, mode, std::move(g));
   return CUDA_SUCCESS;
 }
 

@@ -100,6 +100,29 @@ class FencesWithoutMemory : public ::testing::Test {
     luma_fake_set_gate_open(1);
   }
   bool queued_work_finished() const { return cuEventQuery(queued_done_) == CUDA_SUCCESS; }
+  // The fence `make` gives during a capture, with no host memory for its first allocation,
+  // is not done while the capture lasts (`done` says), and after it done only once the
+  // work queued before it finished. Returns the fence, for the caller to release.
+  template <class Make, class Done>
+  auto expect_owed_through_the_capture(Make make, Done done) {
+    queue_work();
+    begin_capture();
+    refusals = 1;
+    const auto fence = make();
+    EXPECT_EQ(refusals, 0) << "no host memory was asked for";
+    EXPECT_NE(fence, 0u) << "the freed block would be reused at once";
+    EXPECT_FALSE(done(fence)) << "done during the capture, before the queued work ran";
+    end_capture();
+    release_work_slowly();
+    EXPECT_TRUE(done(fence));
+    EXPECT_TRUE(queued_work_finished()) << "done before the work queued ahead of the free finished";
+    return fence;
+  }
+  // ctx's entry in `contexts` (a table never frees its entries: entry_ does).
+  void add_entry(ContextTable& contexts) {
+    entry_ = std::make_unique<ContextEntry>(driver_, ctx_, 0, settings_, streams_, captures_);
+    ASSERT_NE(contexts.find_or_create(ctx_, [&] { return entry_.get(); }), nullptr);
+  }
 
   RealDriver driver_;
   CUcontext ctx_ = nullptr;
@@ -110,6 +133,8 @@ class FencesWithoutMemory : public ::testing::Test {
   StreamRegistry streams_;
   CaptureRegistry captures_;
   ContextFence cover_;
+  core::Settings settings_;
+  std::unique_ptr<ContextEntry> entry_;  // before any table that holds it goes
 };
 
 // A device block freed during a capture with no host memory for a fence slot: the fence
@@ -118,18 +143,13 @@ class FencesWithoutMemory : public ::testing::Test {
 TEST_F(FencesWithoutMemory, DeviceFenceDuringACaptureWaitsForTheWorkQueuedBefore) {
   std::uint64_t synchronizations = 0;
   FenceSlots slots(driver_, ctx_, streams_, captures_, cover_, true, synchronizations);
-  queue_work();
-  begin_capture();
-  refusals = 1;
-  const FenceSlots::Token token = slots.fence();
-  EXPECT_EQ(refusals, 0) << "no host memory was asked for";
-  EXPECT_NE(token, FenceSlots::kNone) << "the freed block would be reused at once";
-  EXPECT_FALSE(slots.poll(token)) << "done during the capture, before the queued work ran";
-  EXPECT_FALSE(slots.wait(token)) << "nothing can wait during a capture";
-  end_capture();
-  release_work_slowly();
-  ASSERT_TRUE(slots.poll(token));
-  EXPECT_TRUE(queued_work_finished()) << "done before the work queued ahead of the free finished";
+  const FenceSlots::Token token = expect_owed_through_the_capture(
+      [&] { return slots.fence(); },
+      [&](FenceSlots::Token t) {
+        const bool polled = slots.poll(t);
+        EXPECT_EQ(slots.wait(t), polled) << "a wait answers as a poll: false during the capture";
+        return polled;
+      });
   EXPECT_EQ(synchronizations, 1u);
   slots.release(token);
 }
@@ -162,22 +182,10 @@ TEST_F(FencesWithoutMemory, OneSynchronizationSettlesEveryOwedDeviceFence) {
 // while the capture lasts, and after it only once the queued work finished.
 TEST_F(FencesWithoutMemory, HostFenceDuringACaptureWaitsForTheWorkQueuedBefore) {
   ContextTable contexts;
-  core::Settings settings;
-  ASSERT_NE(contexts.find_or_create(ctx_, [&] {
-    return new ContextEntry(driver_, ctx_, 0, settings, streams_, captures_);
-  }), nullptr);
+  add_entry(contexts);
   DriverHostFences fences(driver_, contexts, streams_, captures_);
-  queue_work();
-  begin_capture();
-  refusals = 1;
-  const core::HostFence fence = fences.record();
-  EXPECT_EQ(refusals, 0) << "no host memory was asked for";
-  EXPECT_NE(fence, core::kNoHostFence) << "the freed pinned block would be reused at once";
-  EXPECT_FALSE(fences.done(fence)) << "done during the capture, before the queued work ran";
-  end_capture();
-  release_work_slowly();
-  ASSERT_TRUE(fences.done(fence));
-  EXPECT_TRUE(queued_work_finished()) << "done before the work queued ahead of the free finished";
+  const core::HostFence fence = expect_owed_through_the_capture(
+      [&] { return fences.record(); }, [&](core::HostFence f) { return fences.done(f); });
   fences.release(fence);
 }
 
@@ -188,21 +196,9 @@ TEST_F(FencesWithoutMemory, HostFenceWithoutItsContextsPoolDuringACaptureWaits) 
   // With no context yet, a fence has no part: its slot is made and left free, so below it
   // is reused without memory and only the context's pool cannot be made.
   ASSERT_EQ(fences.record(), core::kNoHostFence);
-  core::Settings settings;
-  ASSERT_NE(contexts.find_or_create(ctx_, [&] {
-    return new ContextEntry(driver_, ctx_, 0, settings, streams_, captures_);
-  }), nullptr);
-  queue_work();
-  begin_capture();
-  refusals = 1;
-  const core::HostFence fence = fences.record();
-  EXPECT_EQ(refusals, 0) << "no host memory was asked for";
-  EXPECT_NE(fence, core::kNoHostFence) << "the freed pinned block would be reused at once";
-  EXPECT_FALSE(fences.done(fence));
-  end_capture();
-  release_work_slowly();
-  ASSERT_TRUE(fences.done(fence));
-  EXPECT_TRUE(queued_work_finished());
+  add_entry(contexts);
+  const core::HostFence fence = expect_owed_through_the_capture(
+      [&] { return fences.record(); }, [&](core::HostFence f) { return fences.done(f); });
   fences.release(fence);
 }
 
