@@ -185,12 +185,13 @@ struct CachingAllocator::Impl {
   // unmapped, listed through list_prev/list_next; few: the tail of each expanse and the
   // holes left where free pages were unmapped).
   bool vm_asked = false;
-  Device::VirtualMemory vm;
-  std::array<std::vector<Segment*>, kPools> expanses;
   // The device refused to reserve a pool its usual address space (cuMemAddressReserve: a
   // process short of address space, a driver's limit): that pool's further growth beyond
-  // its expanses takes ordinary segments, and the device is not asked again.
+  // its expanses takes ordinary segments, and the device is not asked again. (Beside
+  // vm_asked, in its padding: the hot members keep their places.)
   std::array<bool, kPools> expanse_refused{};
+  Device::VirtualMemory vm;
+  std::array<std::vector<Segment*>, kPools> expanses;
   std::array<Block*, kPools> unmapped{};
   // The physical memory behind the expanses (page_pool.h).
   PagePool pages{dev};
