@@ -6,12 +6,14 @@
 // cuMemFree, which the driver refuses in some captures.
 //
 // Pure: no driver calls, no CUDA headers beyond opaque handles, so tests/shim can check
-// the rules alone. The common case - no capture anywhere - is one relaxed atomic load.
+// the rules alone. The common case - no capture anywhere - is one relaxed atomic load, and
+// a shared lock around each of luma's own capture-sensitive driver calls.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <shared_mutex>
 #include <vector>
 
 #include "cuda_abi.h"
@@ -23,19 +25,35 @@ enum class CaptureMode : int { global = 0, thread_local_mode = 1, relaxed = 2 };
 
 class CaptureRegistry {
  public:
-  // A capture began on `stream` of `ctx` in `mode`, on the calling thread `thread`.
-  // Nothing about the stream is asked of the driver: a query about a capturing stream
-  // (cuStreamGetFlags) is refused and invalidates the capture (docs/cuda-facts.md), and
-  // luma needs no more than this - it makes no fence, wait or release in a context while
-  // any of its streams captures, blocking or not.
-  void begin(CUcontext ctx, CUstream stream, CaptureMode mode, std::uint64_t thread);
-  // The capture on `stream` ended (cuStreamEndCapture, whatever it returned) or the stream
-  // went away. Unknown streams are ignored.
+  class Hold;
+
+  // A capture is about to begin on `stream` of `ctx` in `mode`, on the calling thread
+  // `thread`: announced BEFORE the driver is asked to begin it, so no call of luma's lands
+  // in a capture luma has not seen begin (docs/architecture.md, "Stream capture"). Waits
+  // until no other thread is inside a Hold: every call luma decided to make without knowing
+  // of this capture has landed before the capture can start. Returns a ticket for
+  // withdraw(). Throws std::bad_alloc. Nothing about the stream is asked of the driver: a
+  // query about a capturing stream (cuStreamGetFlags) is refused and invalidates the
+  // capture (docs/cuda-facts.md), and luma needs no more than this - it makes no fence,
+  // wait or release in a context while any of its streams captures, blocking or not.
+  std::uint64_t announce(CUcontext ctx, CUstream stream, CaptureMode mode, std::uint64_t thread);
+  // The driver refused to begin the announced capture: it never was.
+  void withdraw(std::uint64_t ticket) noexcept;
+  // The capture on `stream` ended (cuStreamEndCapture returned, whatever it answered) or
+  // the stream went away: its oldest announcement goes (a capture begun on the stream by
+  // another thread once this one ended is announced after it, and stays). Unknown streams
+  // are ignored.
   void end(CUstream stream) noexcept;
   // The context is gone, its captures with it.
   void end_context(CUcontext ctx) noexcept;
 
-  // Whether any capture is underway in the process: the fast check.
+  // Held across every call luma makes on its own that a capture could refuse or be
+  // invalidated by, from the check of this registry that decided it to the driver's
+  // answer: announce() waits for every Hold to end, so the check and the call see the same
+  // captures. Re-entrant on a thread (a nested Hold of the same registry costs nothing).
+  [[nodiscard]] Hold hold() const noexcept;
+
+  // Whether any capture is underway (or announced) in the process: the fast check.
   bool any() const noexcept { return count_.load(std::memory_order_acquire) != 0; }
   // Whether a capture is underway in ctx (luma then records no fence, makes no
   // synchronization and releases no segment there).
@@ -56,11 +74,32 @@ class CaptureRegistry {
     CUstream stream;
     CaptureMode mode;
     std::uint64_t thread;
+    std::uint64_t ticket;
   };
-  mutable std::mutex mutex_;
-  std::vector<Capture> captures_;  // few: a flat list
+  // Shared by Holds, exclusive for an announcement. glibc's default read-write lock
+  // prefers readers: a Hold taken while an announcement waits never blocks, so a thread
+  // that holds the allocator's lock and then a Hold cannot deadlock against one that
+  // holds a Hold and wants the allocator's lock.
+  mutable std::shared_mutex gate_;
+  mutable std::mutex mutex_;  // guards captures_
+  std::vector<Capture> captures_;  // few: a flat list, in the order announced
+  std::uint64_t next_ticket_ = 0;
   std::atomic<std::size_t> count_{0};
 };
+
+class [[nodiscard]] CaptureRegistry::Hold {
+ public:
+  explicit Hold(const CaptureRegistry& r) noexcept;
+  ~Hold();
+  Hold(const Hold&) = delete;  // made in place (hold() returns a prvalue): never moved
+  Hold& operator=(const Hold&) = delete;
+
+ private:
+  std::shared_mutex* gate_ = nullptr;  // locked shared by this Hold; nullptr: nested
+  bool outermost_ = false;             // this Hold started the thread's holding of r
+};
+
+inline CaptureRegistry::Hold CaptureRegistry::hold() const noexcept { return Hold(*this); }
 
 // The calling thread's capture mode as the program set it (cuThreadExchangeStreamCaptureMode
 // is hooked to keep it); global until changed. Thread-local, initial-exec.

@@ -13,12 +13,15 @@
 namespace luma::shim {
 namespace {
 
-// luma's own driver calls that allocate or map, made while the program captures a stream
-// (anywhere in the process): in relaxed mode, which no capture forbids (PyTorch does the
-// same around cudaMalloc), then the thread's mode back. Outside a capture: nothing.
+// luma's own driver calls that allocate, map or free, made while the program captures a
+// stream (anywhere in the process): in relaxed mode, which no capture forbids (PyTorch
+// does the same around cudaMalloc), then the thread's mode back. Outside a capture:
+// nothing. The captures' gate is held throughout (capture_registry.h): a capture cannot
+// begin between the check and the call.
 class RelaxedWhileCapturing {
  public:
-  RelaxedWhileCapturing(const RealDriver& d, const CaptureRegistry& captures) noexcept : d_(d) {
+  RelaxedWhileCapturing(const RealDriver& d, const CaptureRegistry& captures) noexcept
+      : held_(captures.hold()), d_(d) {
     if (captures.any() && d_.thread_exchange_capture_mode != nullptr)
       swapped_ = d_.thread_exchange_capture_mode(&mode_) == CUDA_SUCCESS;
   }
@@ -29,6 +32,7 @@ class RelaxedWhileCapturing {
   RelaxedWhileCapturing& operator=(const RelaxedWhileCapturing&) = delete;
 
  private:
+  CaptureRegistry::Hold held_;
   const RealDriver& d_;
   CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
   bool swapped_ = false;
@@ -90,7 +94,10 @@ bool DriverDevice::exported(const void* base) noexcept {
 bool DriverDevice::release(void* base, std::size_t bytes) noexcept {
   // A segment a peer may have mapped stays; so does every segment while a capture is
   // underway (cuMemFree synchronizes, which a capture forbids). The allocator keeps it.
+  const auto held = captures_.hold();  // the check and the free see the same captures
   if (exported(base) || capture_underway()) return false;
+  // A capture in another context forbids a global-mode thread's cuMemFree too.
+  RelaxedWhileCapturing relaxed(driver_, captures_);
   ScopedContext scope(driver_, ctx_);
   CUresult r = driver_.mem_free(static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(base)));
   if (r != CUDA_SUCCESS) {
@@ -238,6 +245,7 @@ core::Reservation DriverDevice::reserve_address(std::size_t bytes) noexcept {
 }
 
 bool DriverDevice::release_address(void* base, std::size_t bytes) noexcept {
+  const auto held = captures_.hold();
   if (capture_underway()) return false;
   const auto b = reinterpret_cast<std::uintptr_t>(base);
   const auto range = std::find(ranges_.begin(), ranges_.end(), std::pair{b, bytes});
@@ -287,6 +295,7 @@ core::Device::Memory DriverDevice::create_memory(std::size_t bytes) noexcept {
 }
 
 bool DriverDevice::release_memory(std::uint64_t memory, std::size_t bytes) noexcept {
+  const auto held = captures_.hold();
   if (capture_underway()) return false;
   const auto it = memories_.find(memory);
   const bool mapped = std::any_of(mapped_.begin(), mapped_.end(), [&](const auto& m) { return m.second.memory == memory; });
@@ -343,6 +352,7 @@ int DriverDevice::map_memory(void* addr, std::uint64_t memory, std::size_t offse
 bool DriverDevice::unmap_memory(void* addr, std::size_t bytes) noexcept {
   // While this context captures, the memory stays mapped (as release() keeps segments):
   // cuda.h marks cuMemUnmap synchronous, and a graph being captured may name these pages.
+  const auto held = captures_.hold();
   if (capture_underway()) return false;
   const auto base = reinterpret_cast<std::uintptr_t>(addr);
   const auto it = mapped_.find(base);

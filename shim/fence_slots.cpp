@@ -24,6 +24,7 @@ void FenceSlots::give_event(CUevent e) noexcept {
 }
 
 void FenceSlots::synchronize() noexcept {
+  const auto held = captures_.hold();
   if (capturing()) return;  // refused in a capture: callers defer instead
   ScopedContext scope(driver_, ctx_);
   if (scope.ok()) driver_.ctx_synchronize();
@@ -53,6 +54,7 @@ ContextFence::Outcome FenceSlots::record(Slot& s) noexcept {
 }
 
 FenceSlots::Token FenceSlots::fence() noexcept {
+  const auto held = captures_.hold();
   const bool deferred = capturing();
   if (!record_events_ && !deferred) {
     synchronize();
@@ -113,6 +115,7 @@ bool FenceSlots::record_deferred(Slot& s) noexcept {
 }
 
 bool FenceSlots::wait(std::uint64_t token) noexcept {
+  const auto held = captures_.hold();
   Slot* s = slots_.at(token);
   if (s == nullptr) return token != kOwed || settle_owed();
   if (capturing()) return false;

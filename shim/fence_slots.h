@@ -18,6 +18,8 @@
 //   before the frees. An event the driver lost (any answer but done or not ready) or a
 //   deferred record that failed: the context is synchronized, and the fence is done.
 // - wait(): blocks until done; false at once while a capture is underway there.
+// Each holds the captures' gate from its checks to the driver's answers
+// (capture_registry.h): no capture begins between them.
 // - release(): exactly once per token; its events go back to the pool.
 // Events are created in the context (cuCtxRecordEvent requires it) and pooled, since
 // creating one is a driver call; on process exit or a destroyed context they are left to
@@ -97,6 +99,7 @@ class FenceSlots {
   // Stops at the first event not done, and starts there next time: the events before it
   // are not asked again (with many busy streams a poll would otherwise ask them all).
   bool poll(std::uint64_t token) noexcept {
+    const auto held = captures_.hold();  // the checks and the queries see the same captures
     Slot* s = slots_.at(token);
     if (s == nullptr) return token != kOwed || settle_owed();
     if (capturing()) return false;

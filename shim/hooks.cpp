@@ -54,6 +54,28 @@ CUresult forward_then_observe(Observe observe, Args... args) noexcept {
   return r;
 }
 
+// A capture's beginning: announced to luma before the real function runs (ticket, nested
+// calls excepted), withdrawn when the driver refuses it (capture_registry.h). `mode` is
+// the capture mode the call asks for.
+template <auto Real, typename... Args>
+CUresult announce_then_forward(CUstream stream, CUstreamCaptureMode mode, Args... args) noexcept {
+  const bool nested = RecursionGuard::active();
+  const RealDriver* d = nested ? loaded_driver() : &state().driver;
+  if (d == nullptr || d->*Real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (nested) return (d->*Real)(args...);
+  std::uint64_t ticket = 0;
+  {
+    RecursionGuard guard;
+    ticket = on_capture_beginning(state(), stream, mode);
+  }
+  const CUresult r = (d->*Real)(args...);
+  if (r != CUDA_SUCCESS) {
+    RecursionGuard guard;
+    on_capture_refused(state(), ticket);
+  }
+  return r;
+}
+
 // cuGetProcAddress and _v2: the driver's answer, with luma's function substituted for the
 // ABIs luma serves. `ask` calls the real function with the driver table it is given.
 template <typename Ask>
@@ -227,22 +249,22 @@ LUMA_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointe
 // ---- stream capture (CUDA graphs): luma must know what a capture forbids --------------
 
 LUMA_EXPORT CUresult cuStreamBeginCapture(CUstream hStream) {
-  return forward_then_observe<&RealDriver::stream_begin_capture_v1>(
-      [](State& s, CUstream st) { on_capture_begun(s, st, CU_STREAM_CAPTURE_MODE_GLOBAL); }, hStream);
+  return announce_then_forward<&RealDriver::stream_begin_capture_v1>(
+      hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, hStream);
 }
 
 LUMA_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
-  return forward_then_observe<&RealDriver::stream_begin_capture_v1_ptsz>(
-      [](State& s, CUstream st) { on_capture_begun(s, st, CU_STREAM_CAPTURE_MODE_GLOBAL); }, hStream);
+  return announce_then_forward<&RealDriver::stream_begin_capture_v1_ptsz>(
+      hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, hStream);
 }
 
 LUMA_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
-  return forward_then_observe<&RealDriver::stream_begin_capture>(on_capture_begun, hStream, mode);
+  return announce_then_forward<&RealDriver::stream_begin_capture>(hStream, mode, hStream, mode);
 }
 
 LUMA_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
-  return forward_then_observe<&RealDriver::stream_begin_capture_ptsz>(on_capture_begun, hStream,
-                                                                      mode);
+  return announce_then_forward<&RealDriver::stream_begin_capture_ptsz>(hStream, mode, hStream,
+                                                                       mode);
 }
 
 // A capture into the program's own graph: the same rules as any capture.
@@ -250,10 +272,8 @@ LUMA_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGrap
                                                  const CUgraphNode* dependencies,
                                                  const CUgraphEdgeData* dependencyData,
                                                  size_t numDependencies, CUstreamCaptureMode mode) {
-  return forward_then_observe<&RealDriver::stream_begin_capture_to_graph>(
-      [](State& s, CUstream st, CUgraph, const CUgraphNode*, const CUgraphEdgeData*, size_t,
-         CUstreamCaptureMode m) { on_capture_begun(s, st, m); },
-      hStream, hGraph, dependencies, dependencyData, numDependencies, mode);
+  return announce_then_forward<&RealDriver::stream_begin_capture_to_graph>(
+      hStream, mode, hStream, hGraph, dependencies, dependencyData, numDependencies, mode);
 }
 
 LUMA_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
@@ -261,21 +281,37 @@ LUMA_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph 
                                                       const CUgraphEdgeData* dependencyData,
                                                       size_t numDependencies,
                                                       CUstreamCaptureMode mode) {
-  return forward_then_observe<&RealDriver::stream_begin_capture_to_graph_ptsz>(
-      [](State& s, CUstream st, CUgraph, const CUgraphNode*, const CUgraphEdgeData*, size_t,
-         CUstreamCaptureMode m) { on_capture_begun(s, st, m); },
-      hStream, hGraph, dependencies, dependencyData, numDependencies, mode);
+  return announce_then_forward<&RealDriver::stream_begin_capture_to_graph_ptsz>(
+      hStream, mode, hStream, hGraph, dependencies, dependencyData, numDependencies, mode);
 }
 
-// The capture is over whatever the answer (an invalidated capture ends with an error).
+// A capture's end: luma forgets the capture only once the driver has ended it, so until
+// then its calls still treat the stream as capturing, the safe side of the end's window.
+// The driver ends it whatever the outcome (an invalidated or unjoined capture ends with an
+// error; "not capturing" means there is none), except when it refuses the call itself:
+// from a thread that may not end it, or on a stream that is not the capture's origin.
+template <auto Real>
+CUresult forward_then_end(CUstream stream, CUgraph* graph) noexcept {
+  const bool nested = RecursionGuard::active();
+  const RealDriver* d = nested ? loaded_driver() : &state().driver;
+  if (d == nullptr || d->*Real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  const CUresult r = (d->*Real)(stream, graph);
+  const bool still_capturing = r == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD ||
+                               r == CUDA_ERROR_STREAM_CAPTURE_UNMATCHED ||
+                               r == CUDA_ERROR_INVALID_VALUE;
+  if (!nested && !still_capturing) {
+    RecursionGuard guard;
+    on_capture_ended(state(), stream);
+  }
+  return r;
+}
+
 LUMA_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
-  return forward_then_observe<&RealDriver::stream_end_capture, true>(
-      [](State& s, CUstream st, CUgraph*) { on_capture_ended(s, st); }, hStream, phGraph);
+  return forward_then_end<&RealDriver::stream_end_capture>(hStream, phGraph);
 }
 
 LUMA_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph) {
-  return forward_then_observe<&RealDriver::stream_end_capture_ptsz, true>(
-      [](State& s, CUstream st, CUgraph*) { on_capture_ended(s, st); }, hStream, phGraph);
+  return forward_then_end<&RealDriver::stream_end_capture_ptsz>(hStream, phGraph);
 }
 
 // *mode is the new mode on the way in and the old one on the way out: luma keeps the new.

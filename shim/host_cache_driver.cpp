@@ -18,6 +18,8 @@ PinnedHostCache::PinnedHostCache(const RealDriver& driver, const ContextTable& c
       cache_(fences_, {.limit = limit, .any_owner_flags = CU_MEMHOSTALLOC_PORTABLE}) {}
 
 void PinnedHostCache::give_to_driver(std::vector<core::HostBlock>& blocks) noexcept {
+  // Held to the last cuMemFreeHost: no capture begins between the check and the frees.
+  const auto held = captures_.hold();
   if (captures_.any()) {
     std::lock_guard lock(mutex_);
     try {

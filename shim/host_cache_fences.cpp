@@ -18,6 +18,7 @@ FenceSlots& DriverHostFences::pool(CUcontext ctx) {
 }
 
 bool DriverHostFences::synchronize(CUcontext ctx) noexcept {
+  const auto held = captures_.hold();  // the check and the synchronization see the same captures
   if (captures_.any() && captures_.any_in(ctx)) {  // a capture forbids it
     owe_synchronization_ = true;
     return false;
@@ -29,6 +30,7 @@ bool DriverHostFences::synchronize(CUcontext ctx) noexcept {
 }
 
 bool DriverHostFences::settle_owed() noexcept {
+  const auto held = captures_.hold();
   if (captures_.any()) return false;
   if (owe_synchronization_) {
     // Every fence owing it was given before this: one round covers them all.

@@ -76,7 +76,9 @@ void warn_table_full() noexcept {
   // primary one, its memory for a limit): calls not observed to be allowed while one of the
   // context's streams captures (docs/cuda-facts.md, "Calls during a capture"). So a context
   // first met during its own capture is left to the driver until the capture ends: its
-  // allocations then are the driver's (uncached), as without luma.
+  // allocations then are the driver's (uncached), as without luma. The captures' gate is
+  // held until the entry is made: no capture begins under those questions.
+  const auto held = s.captures.hold();
   if (s.captures.any() && s.captures.any_in(ctx)) return nullptr;
   // A program cache loaded before the program's first allocation is known from the start.
   s.program_cache.check(s.settings.core.program_cache);
@@ -615,18 +617,24 @@ void on_primary_context_released(State& s, CUdevice device) noexcept {
     retire_primary(s, device);
 }
 
-// Called right after the driver began the capture: from here until its end, luma asks the
+// Called before the driver is asked to begin the capture: from the announcement until its
+// end, luma makes no call the capture could refuse (capture_registry.h), and asks the
 // driver nothing about that stream (docs/cuda-facts.md, "Calls during a capture": a query
 // such as cuStreamGetFlags is refused and invalidates the capture). cuCtxGetCurrent is
-// allowed (observed on an H200).
-void on_capture_begun(State& s, CUstream stream, CUstreamCaptureMode mode) noexcept {
+// allowed in a capture (observed on an H200), and here none has begun yet.
+std::uint64_t on_capture_beginning(State& s, CUstream stream, CUstreamCaptureMode mode) noexcept {
   CUcontext ctx = nullptr;
   if (!current_context(s, &ctx)) ctx = nullptr;
   try {
-    s.captures.begin(ctx, stream, static_cast<CaptureMode>(mode), this_thread_id());
+    return s.captures.announce(ctx, stream, static_cast<CaptureMode>(mode), this_thread_id());
   } catch (...) {
     log_internal_error("cuStreamBeginCapture (capture not tracked)");
+    return 0;
   }
+}
+
+void on_capture_refused(State& s, std::uint64_t ticket) noexcept {
+  if (ticket != 0) s.captures.withdraw(ticket);
 }
 
 void on_capture_ended(State& s, CUstream stream) noexcept { s.captures.end(stream); }

@@ -70,9 +70,6 @@ void on_stream_destroying(State& s, CUstream stream) noexcept;  // before the re
 void on_context_destroyed(State& s, CUcontext ctx) noexcept;
 void on_primary_context_reset(State& s, CUdevice device) noexcept;
 void on_primary_context_released(State& s, CUdevice device) noexcept;
-// Stream capture (CUDA graphs): a capture began on `stream` in `mode` (the calling thread
-// made it), or ended (whatever cuStreamEndCapture answered), or this thread's capture mode
-// became `mode`.
 // The calling thread made ctx current (cuCtxSetCurrent, cuCtxPushCurrent); its current
 // context became one luma does not know (a pop, a create); any thread's may have changed
 // (an attach, a detach). current_context.h.
@@ -81,7 +78,12 @@ void on_current_context_unknown(State& s) noexcept;
 void on_contexts_changed() noexcept;
 // cuGreenCtxStreamCreate succeeded: a stream of the program's own (stream_order.h).
 void on_green_stream_created(State& s) noexcept;
-void on_capture_begun(State& s, CUstream stream, CUstreamCaptureMode mode) noexcept;
+// Stream capture (CUDA graphs): a capture of `stream` in `mode` is about to begin on the
+// calling thread (announced before the driver is asked: capture_registry.h; the ticket,
+// 0 when luma could not track it), the driver refused it (withdrawn), it ended (whatever
+// cuStreamEndCapture answered), or this thread's capture mode became `mode`.
+std::uint64_t on_capture_beginning(State& s, CUstream stream, CUstreamCaptureMode mode) noexcept;
+void on_capture_refused(State& s, std::uint64_t ticket) noexcept;
 void on_capture_ended(State& s, CUstream stream) noexcept;
 void on_thread_capture_mode(CUstreamCaptureMode mode) noexcept;
 

@@ -8,6 +8,8 @@
 #include "fake_capture.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #define LUMA_FAKE_API __attribute__((visibility("default")))
 #include "fake_driver_api.h"
@@ -58,6 +60,15 @@ void end_capture(CaptureRegistry& r, const CapturePtr& c) {
   r.active.erase(std::remove(r.active.begin(), r.active.end(), c), r.active.end());
 }
 
+// LUMA_FAKE_CAPTURE_HOLD_US: the calling thread stays in the driver call a while after the
+// capture began or ended, as a thread preempted there does, with no lock of the stand-in
+// held, so other threads' calls land in that window (README.md, "Stream capture").
+CUresult hold_then(CUresult r) {
+  const uint64_t us = state().settings.capture_hold_us.load();
+  if (us != 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
+  return r;
+}
+
 // A capture of s into graph, begun by this thread; r.m held.
 void start(CaptureRegistry& r, const StreamPtr& s, CUstreamCaptureMode mode, std::shared_ptr<Graph> graph) {
   auto c = std::make_shared<Capture>();
@@ -79,11 +90,13 @@ CUresult begin(CUstream h, CUstreamCaptureMode mode, bool ptds) {
   // "Capture may not be initiated if stream is CU_STREAM_LEGACY."
   if (s->legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   CaptureRegistry& r = captures();
-  std::lock_guard lock(r.m);
-  // "it may only be initiated if the stream is not already in capture mode"
-  if (s->capture != nullptr) return CUDA_ERROR_ILLEGAL_STATE;
-  start(r, s, mode, std::make_shared<Graph>());
-  return CUDA_SUCCESS;
+  {
+    std::lock_guard lock(r.m);
+    // "it may only be initiated if the stream is not already in capture mode"
+    if (s->capture != nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+    start(r, s, mode, std::make_shared<Graph>());
+  }
+  return hold_then(CUDA_SUCCESS);
 }
 
 // cuStreamBeginCaptureToGraph (CUDA 12.3): as begin(), capturing into an existing graph,
@@ -100,7 +113,7 @@ CUresult begin_to_graph(CUstream h, CUgraph graph, const CUgraphNode* dependenci
   (void)dependencies;
   if (s->legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   CaptureRegistry& r = captures();
-  std::lock_guard lock(r.m);
+  std::unique_lock lock(r.m);
   auto it = r.graphs.find(graph);
   if (it == r.graphs.end()) return CUDA_ERROR_INVALID_VALUE;
   if (s->capture != nullptr) return CUDA_ERROR_ILLEGAL_STATE;
@@ -109,21 +122,12 @@ CUresult begin_to_graph(CUstream h, CUgraph graph, const CUgraphNode* dependenci
   for (const CapturePtr& c : r.active)
     if (c->graph == g) return CUDA_ERROR_INVALID_VALUE;  // captured into already (strict)
   start(r, s, mode, std::move(g));
-  return CUDA_SUCCESS;
+  lock.unlock();
+  return hold_then(CUDA_SUCCESS);
 }
 
-CUresult end(CUstream h, CUgraph* out, bool ptds) {
-  StreamPtr s;
-  if (CUresult r = resolve(h, ptds, s)) return r;
-  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  CaptureRegistry& r = captures();
-  std::lock_guard lock(r.m);
-  CapturePtr c = s->capture;
-  if (c == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
-  if (c->origin != s) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
-  if (c->mode != CU_STREAM_CAPTURE_MODE_RELAXED && c->thread != std::this_thread::get_id()) {
-    return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
-  }
+// The capture on s ended: its answer; r.m held.
+CUresult finish(CaptureRegistry& r, const StreamPtr& s, const CapturePtr& c, CUgraph* out) {
   end_capture(r, c);
   *out = nullptr;
   if (c->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
@@ -134,6 +138,25 @@ CUresult end(CUstream h, CUgraph* out, bool ptds) {
   r.graphs[c->graph.get()] = c->graph;
   *out = reinterpret_cast<CUgraph>(c->graph.get());
   return CUDA_SUCCESS;
+}
+
+CUresult end(CUstream h, CUgraph* out, bool ptds) {
+  StreamPtr s;
+  if (CUresult r = resolve(h, ptds, s)) return r;
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CaptureRegistry& r = captures();
+  CUresult answer = CUDA_SUCCESS;
+  {
+    std::lock_guard lock(r.m);
+    CapturePtr c = s->capture;
+    if (c == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+    if (c->origin != s) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    if (c->mode != CU_STREAM_CAPTURE_MODE_RELAXED && c->thread != std::this_thread::get_id()) {
+      return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    }
+    answer = finish(r, s, c, out);
+  }
+  return hold_then(answer);  // ended, whatever the answer
 }
 
 // Status and id of s's capture; CUDA_ERROR_STREAM_CAPTURE_IMPLICIT for the legacy stream

@@ -67,6 +67,7 @@ State* make_state() {
   st->env_capacity = env_size("LUMA_FAKE_CAPACITY", kDefaultCapacity, true);
   st->env_fail_every = env_size("LUMA_FAKE_FAIL_EVERY", 0, false);
   st->env_delay_us = env_size("LUMA_FAKE_DELAY_US", 0, false);
+  st->env_capture_hold_us = env_size("LUMA_FAKE_CAPTURE_HOLD_US", 0, false);
   st->env_fail_events = env_size("LUMA_FAKE_FAIL_EVENTS", 0, false);
   st->env_lost_after = env_size("LUMA_FAKE_LOST_AFTER", 0, false);
   uint64_t version = env_size("LUMA_FAKE_DRIVER_VERSION", kDriverVersion, false);
@@ -83,6 +84,7 @@ State* make_state() {
   st->settings.capacity = st->env_capacity;
   st->settings.fail_every = st->env_fail_every;
   st->settings.delay_us = st->env_delay_us;
+  st->settings.capture_hold_us = st->env_capture_hold_us;
   st->load_pid = static_cast<int>(getpid());
   return st;
 }
@@ -250,6 +252,7 @@ void luma_fake_set_fail_every(uint64_t n) {
 }
 
 void luma_fake_set_delay_us(uint64_t us) { state().settings.delay_us = us; }
+void luma_fake_set_capture_hold_us(uint64_t us) { state().settings.capture_hold_us = us; }
 
 void luma_fake_set_gate_open(int open) {
   State& st = state();
@@ -303,6 +306,7 @@ void luma_fake_reset(void) {
   st.settings.capacity = st.env_capacity;
   luma_fake_set_fail_every(st.env_fail_every);
   st.settings.delay_us = st.env_delay_us;
+  st.settings.capture_hold_us = st.env_capture_hold_us;
   luma_fake_set_fail_events(st.env_fail_events);
   st.injected_event_failures = 0;
   luma_fake_restore_device();

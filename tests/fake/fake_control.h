@@ -39,6 +39,10 @@ LUMA_FAKE_API void luma_fake_set_capacity(uint64_t bytes);
 LUMA_FAKE_API void luma_fake_set_fail_every(uint64_t n);
 // Delay before each asynchronous stream operation runs, in microseconds.
 LUMA_FAKE_API void luma_fake_set_delay_us(uint64_t us);
+// Microseconds a thread is held inside cuStreamBeginCapture* after its capture is underway,
+// and inside cuStreamEndCapture after it has ended (no lock of the stand-in held): the
+// moment a preempted thread leaves other threads, held open. 0: none (the default).
+LUMA_FAKE_API void luma_fake_set_capture_hold_us(uint64_t us);
 // Gate for asynchronous stream operations: while closed (0) no queued *Async operation
 // starts, so a test can observe "still running" without timing. Default open (1).
 LUMA_FAKE_API void luma_fake_set_gate_open(int open);
@@ -74,7 +78,7 @@ LUMA_FAKE_API void luma_fake_get_host_counters(struct luma_fake_host_counters* o
 LUMA_FAKE_API void luma_fake_set_host_alloc_us(uint64_t us);
 // Zeroes the counters (live_* keep describing live memory; peak restarts from it; the call
 // counts of the exit report) and resets capacity, failure injection (allocations, events,
-// lost device), delay, gate and driver version to their environment defaults.
+// lost device), delay, capture hold, gate and driver version to their environment defaults.
 LUMA_FAKE_API void luma_fake_reset(void);
 
 #ifdef __cplusplus

@@ -146,6 +146,10 @@ struct Settings {
   std::atomic<uint64_t> capacity{kDefaultCapacity};
   std::atomic<uint64_t> fail_every{0};
   std::atomic<uint64_t> delay_us{0};
+  // Microseconds a thread stays inside cuStreamBeginCapture* once its capture is underway,
+  // and inside cuStreamEndCapture once it has ended (LUMA_FAKE_CAPTURE_HOLD_US): the window
+  // in which the calling thread was preempted, held open.
+  std::atomic<uint64_t> capture_hold_us{0};
   std::atomic<uint64_t> fail_events{0};  // every Nth event/stream call fails; 0: never
   std::atomic<uint64_t> lost_after{0};   // the device is lost after N more calls; 0: never
   // The version cuDriverGetVersion reports; cuGetProcAddress hides later entry points.
@@ -155,6 +159,7 @@ struct Settings {
 struct State {
   int device_count = kDefaultDevices;
   uint64_t env_capacity = kDefaultCapacity, env_fail_every = 0, env_delay_us = 0;
+  uint64_t env_capture_hold_us = 0;
   uint64_t env_fail_events = 0, env_lost_after = 0;
   int env_driver_version = kDriverVersion;
   Settings settings;

@@ -733,6 +733,47 @@ TEST(RealPrograms, OtherThreadsDuringACaptureGetTheDriversAnswers) {
   EXPECT_TRUE(r.result.err.empty()) << r.result.err;
 }
 
+// A capture beside another thread that allocates and frees device, pinned and
+// stream-ordered memory (relaxed mode, as a data loader beside torch.cuda.graph): nothing
+// that thread does is forbidden by the capture, so no capture may end invalidated, in any
+// mode, with the stand-in holding the capturing thread inside cuStreamBeginCapture* and
+// cuStreamEndCapture (LUMA_FAKE_CAPTURE_HOLD_US) and without, and under a memory limit that
+// makes allocations wait for earlier frees. Regression: luma registered a capture only after
+// the driver's begin returned, so in that window the other thread's frees recorded
+// cuCtxRecordEvent in the capturing context and invalidated the capture.
+TEST(RealPrograms, CapturesBesideAnotherThreadsAllocationsStayValid) {
+  REQUIRE_PROGRAMS();
+  const std::string rounds = "15";
+  for (const char* mode : {"global", "thread-local", "relaxed", "to-graph"}) {
+    for (const char* hold : {"0", "2000"}) {
+      SCOPED_TRACE(std::string(mode) + ", hold " + hold + " us");
+      Result plain = run(std::vector<std::string>{paths().prog("driver"), "capture-race", rounds, mode},
+                         clean_env({{"LD_LIBRARY_PATH", paths().fake_dir}, {"LUMA_FAKE_CAPTURE_HOLD_US", hold}}));
+      ASSERT_EQ(plain.exit_code, 0) << "without luma\n" << describe(plain);
+      for (const char* conf : {"", "memory_limit:48M"}) {
+        SCOPED_TRACE(std::string("LUMA_CONF=") + conf);
+        LumaRun r = run_under_luma("driver", {"capture-race", rounds, mode},
+                                   {{"LUMA_FAKE_CAPTURE_HOLD_US", hold}, {"LUMA_CONF", conf}});
+        EXPECT_EQ(r.result.exit_code, 0) << describe(r.result);
+        EXPECT_EQ(r.result.out, plain.out);
+      }
+    }
+  }
+}
+
+// Another thread's cuStreamEndCapture of a global capture is refused (WRONG_THREAD) and the
+// capture goes on: luma must still treat the stream as capturing. Regression: luma forgot
+// the capture at any answer of cuStreamEndCapture, so that thread's free then recorded a
+// fence in the capturing context and invalidated it (the real end answered 901).
+TEST(RealPrograms, ARefusedEndOfCaptureLeavesTheCaptureKnown) {
+  REQUIRE_PROGRAMS();
+  Result plain = run_plain("driver", {"capture-end-refused"});
+  ASSERT_EQ(plain.exit_code, 0) << "without luma\n" << describe(plain);
+  LumaRun r = run_under_luma("driver", {"capture-end-refused"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_EQ(r.result.out, plain.out);
+}
+
 // A block freed in a capture that is then invalidated keeps its fence: the allocations
 // after the failed EndCapture do not receive the late memset queued on it before the
 // capture (and, without fences, they do: the check can fail).

@@ -63,6 +63,8 @@ int mode_graph_pattern(int argc, char** argv);
 int mode_capture_global(int argc, char** argv);
 int mode_capture_free_async(int argc, char** argv);
 int mode_capture_other_threads(int argc, char** argv);
+int mode_capture_race(int argc, char** argv);
+int mode_capture_end_refused(int argc, char** argv);
 int mode_capture_blocking(int argc, char** argv);
 int mode_capture_invalidated_free(int argc, char** argv);
 int mode_capture_to_graph(int argc, char** argv);

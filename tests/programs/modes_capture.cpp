@@ -494,3 +494,179 @@ int mode_capture_to_graph(int argc, char**) {
 }
 
 }  // namespace luma::programs
+
+namespace luma::programs {
+namespace {
+
+// The other thread of capture-race: in relaxed mode (as a data loader, pin-memory or
+// communication thread beside torch.cuda.graph is), it allocates and frees device blocks
+// with work still queued on them (so frees are fenced and allocations wait for those
+// fences), pinned host blocks and stream-ordered blocks, until `stop`. Errors other than
+// running out of memory count as failures.
+void race_churn(const std::atomic<bool>& stop, std::atomic<uint64_t>& ops,
+                std::atomic<int>& failures) {
+  const DriverCalls* D = driver_calls("capture-race");
+  int mode = kCaptureModeRelaxed;
+  if (D->exchange_capture_mode(&mode) != 0) ++failures;
+  void* st = nullptr;
+  if (A.stream_create(&st, true) != 0) {
+    ++failures;
+    return;
+  }
+  constexpr size_t kBig = 2u << 20;
+  std::vector<void*> live;
+  auto check = [&](int r, const char* what) {
+    if (r == 0 || r == A.oom_code) return r == 0;
+    std::fprintf(stderr, "%s: capture-race: the other thread's %s returned %d\n", g_prog, what, r);
+    ++failures;
+    return false;
+  };
+  for (uint64_t i = 0; !stop.load() && failures.load() == 0; ++i) {
+    void* p = nullptr;
+    if (check(A.alloc(&p, 4096), "cuMemAlloc (4 KiB)")) {
+      check(A.memset_async(p, 1, 4096, st), "memsetAsync");
+      check(A.free(p), "cuMemFree (4 KiB)");
+    }
+    // Large blocks, each freed with its memset still queued: under a memory limit the next
+    // one waits for an earlier free's fence.
+    if (i % 4 == 0 && check(A.alloc(&p, kBig), "cuMemAlloc (2 MiB)")) {
+      check(A.memset_async(p, 2, kBig, st), "memsetAsync");
+      live.push_back(p);
+    }
+    if (live.size() > 3 || (!live.empty() && i % 2 == 1)) {
+      check(A.free(live.front()), "cuMemFree (2 MiB)");
+      live.erase(live.begin());
+    }
+    void* h = nullptr;
+    if (check(D->host_alloc(&h, 64 * 1024), "cuMemAllocHost")) check(D->host_free(h), "cuMemFreeHost");
+    void* q = nullptr;
+    if (check(A.alloc_async(&q, 64 * 1024, st), "cuMemAllocAsync"))
+      check(A.free_async(q, st), "cuMemFreeAsync");
+    ++ops;
+    // Paced as a loader thread is: frees made during a capture wait for its end (luma can
+    // fence nothing in a capturing context), so an unpaced loop only measures memory.
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  for (void* p : live) check(A.free(p), "cuMemFree (2 MiB)");
+  check(A.stream_sync(st), "stream sync");
+  check(A.stream_destroy(st), "stream destroy");
+}
+
+}  // namespace
+
+// A capture beside another thread's allocations, ROUNDS times: the capturing thread begins a
+// capture of MODE (global, thread-local, relaxed, or to-graph: relaxed, into a graph of the
+// program's own) on a non-blocking stream, queues a memset into it and ends it, while the
+// other thread (race_churn) allocates and frees. Counts the captures that ended invalidated
+// (901): nothing the other thread does is forbidden by these captures, so with the driver
+// alone there are none. With LUMA_FAKE_CAPTURE_HOLD_US the stand-in holds the capturing
+// thread inside begin and end, the window where luma may not yet know of the capture.
+int mode_capture_race(int argc, char** argv) {
+  if (argc != 2) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-race");
+  if (D == nullptr) return kExitSkip;
+  const size_t rounds = parse(argv[0], "ROUNDS");
+  const std::string mode_name = argv[1];
+  int mode = 0;
+  const bool to_graph = mode_name == "to-graph";
+  if (mode_name == "global") mode = kCaptureModeGlobal;
+  else if (mode_name == "thread-local") mode = 1;  // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+  else if (mode_name == "relaxed" || to_graph) mode = kCaptureModeRelaxed;
+  else return kExitUsage;
+  void* s = nullptr;
+  void* b = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  ok(A.alloc(&b, 4096), "alloc");
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> ops{0};
+  std::atomic<int> failures{0};
+  std::thread other([&] { race_churn(stop, ops, failures); });
+  while (ops.load() == 0 && failures.load() == 0) std::this_thread::yield();
+  size_t invalidated = 0;
+  for (size_t k = 0; k < rounds && failures.load() == 0; ++k) {
+    void* graph = nullptr;
+    if (to_graph) {
+      ok(D->graph_create(&graph), "cuGraphCreate");
+      ok(D->begin_capture_to_graph(s, graph, mode), "cuStreamBeginCaptureToGraph");
+    } else {
+      ok(D->begin_capture(s, mode), "cuStreamBeginCapture_v2");
+    }
+    const int queued = A.memset_async(b, static_cast<int>(k & 0xFF), 4096, s);
+    const uint64_t seen = ops.load();
+    for (int i = 0; i < 100 && ops.load() < seen + 2 && failures.load() == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    void* ended = nullptr;
+    const int r = D->end_capture(s, &ended);
+    if (r == kCaptureInvalidated || queued == kCaptureInvalidated) {
+      ++invalidated;
+    } else if (r != 0 || queued != 0) {
+      std::fprintf(stderr, "%s: capture-race: memsetAsync -> %d, cuStreamEndCapture -> %d\n",
+                   g_prog, queued, r);
+      ++failures;
+    }
+    if (ended != nullptr) ok(D->graph_destroy(ended), "cuGraphDestroy");
+    else if (graph != nullptr) ok(D->graph_destroy(graph), "cuGraphDestroy");    // Between captures, as a training loop's steps are: the frees made during the capture
+    // can be fenced and reused now.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  stop = true;
+  other.join();
+  ok(A.free(b), "free");
+  ok(A.stream_destroy(s), "stream destroy");
+  if (failures.load() != 0) fail("capture-race: the other thread's calls", failures.load());
+  std::printf("capture-race: %s: %zu of %zu captures invalidated\n", mode_name.c_str(),
+              invalidated, rounds);
+  return invalidated == 0 ? 0 : kExitWrong;
+}
+
+// A capture's end refused: another thread's cuStreamEndCapture of a global capture gets
+// CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD and the capture goes on. That thread (relaxed) then
+// allocates and frees with work queued, and a pinned block; the capturing thread's own end
+// gives a graph.
+int mode_capture_end_refused(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-end-refused");
+  if (D == nullptr) return kExitSkip;
+  constexpr int kWrongThread = 908;  // CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
+  void* s = nullptr;
+  void* b = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  ok(A.alloc(&b, 4096), "alloc");
+  ok(D->begin_capture(s, kCaptureModeGlobal), "cuStreamBeginCapture_v2 (global)");
+  ok(A.memset_async(b, 7, 4096, s), "captured memsetAsync");
+  int rc[5] = {-1, -1, -1, -1, -1};
+  std::thread([&] {
+    void* graph = nullptr;
+    rc[0] = D->end_capture(s, &graph);
+    int mode = kCaptureModeRelaxed;
+    D->exchange_capture_mode(&mode);
+    void* st = nullptr;
+    rc[1] = A.stream_create(&st, true);
+    for (int i = 0; i < 4 && rc[1] == 0; ++i) {
+      void* p = nullptr;
+      rc[2] = A.alloc(&p, 4096);
+      if (rc[2] != 0) break;
+      rc[3] = A.memset_async(p, 1, 4096, st);
+      rc[4] = A.free(p);
+    }
+    void* h = nullptr;  // a pinned block: its free is fenced in every context
+    if (rc[4] == 0) rc[4] = D->host_alloc(&h, 4096);
+    if (rc[4] == 0) rc[4] = D->host_free(h);
+    if (st != nullptr) A.stream_destroy(st);
+  }).join();
+  std::printf("capture-end-refused: another thread's cuStreamEndCapture -> %d; its alloc, "
+              "memsetAsync, free (and pinned alloc, free) -> %d %d %d\n", rc[0], rc[2], rc[3], rc[4]);
+  expect(rc[0], kWrongThread, "another thread's cuStreamEndCapture of a global capture");
+  for (int k = 1; k < 5; ++k) expect(rc[k], 0, "the other thread's calls in the capture");
+  void* graph = nullptr;
+  const int end = D->end_capture(s, &graph);
+  std::printf("capture-end-refused: the capturing thread's cuStreamEndCapture -> %d\n", end);
+  expect(end, 0, "the capturing thread's cuStreamEndCapture");
+  if (graph == nullptr) fail("no graph", 0);
+  ok(D->graph_destroy(graph), "cuGraphDestroy");
+  ok(A.free(b), "free");
+  ok(A.stream_destroy(s), "stream destroy");
+  return 0;
+}
+
+}  // namespace luma::programs

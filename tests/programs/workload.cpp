@@ -68,6 +68,8 @@ const Mode kModes[] = {
     {"capture-invalidated-free", "", mode_capture_invalidated_free},
     {"capture-blocking", "", mode_capture_blocking},
     {"capture-to-graph", "", mode_capture_to_graph},
+    {"capture-race", "ROUNDS global|thread-local|relaxed|to-graph", mode_capture_race},
+    {"capture-end-refused", "", mode_capture_end_refused},
     {"train", "(LUMA_TEST_STEPS, LUMA_TEST_DIVERGE_AT, LUMA_TEST_ADDR_LOG)", mode_train},
     {"train-streams", "(LUMA_TEST_STEPS, LUMA_TEST_DATA)", mode_train_streams},
 };

@@ -172,7 +172,7 @@ TEST_F(DriverDeviceVm, CaptureAllowsMappingAndHoldsUnmapping) {
   CUstream s = nullptr;
   ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-  captures_.begin(ctx_, s, CaptureMode::global, this_thread_id());
+  captures_.announce(ctx_, s, CaptureMode::global, this_thread_id());
   const core::Device::Memory during = device_->create_memory(page);
   ASSERT_NE(during.handle, 0u) << during.error;
   ASSERT_EQ(device_->map_memory(base + page, during.handle, 0, page), 0);
@@ -188,6 +188,30 @@ TEST_F(DriverDeviceVm, CaptureAllowsMappingAndHoldsUnmapping) {
   ASSERT_TRUE(device_->release_memory(during.handle, page));
   ASSERT_TRUE(device_->release_address(base, 4 * page));
   ASSERT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+// A segment released while a global capture is underway in ANOTHER context: this context
+// captures nothing, so the segment goes, and its cuMemFree runs in relaxed mode, which the
+// other context's capture allows (the capture ends with a graph). Regression: the free ran
+// in the thread's global mode, which that capture forbids: refused, and the capture
+// invalidated.
+TEST_F(DriverDeviceVm, ASegmentGoesDuringAnotherContextsCapture) {
+  const core::Reservation seg = device_->reserve(2 * kMiB);
+  ASSERT_NE(seg.base, nullptr);
+  CUcontext other = nullptr;
+  ASSERT_EQ(cuCtxCreate_v2(&other, 0, 0), CUDA_SUCCESS);  // made current
+  CUstream s = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  captures_.announce(other, s, CaptureMode::global, this_thread_id());
+  ASSERT_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT_TRUE(device_->release(seg.base, 2 * kMiB));
+  CUgraph graph = nullptr;
+  EXPECT_EQ(cuStreamEndCapture(s, &graph), CUDA_SUCCESS) << "luma's release invalidated the capture";
+  captures_.end(s);
+  if (graph != nullptr) cuGraphDestroy(graph);
+  ASSERT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxDestroy_v2(other), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(ctx_), CUDA_SUCCESS);
 }
 
 // The context is gone: every mapping, handle and range this device held goes back.

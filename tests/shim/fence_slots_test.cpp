@@ -85,7 +85,7 @@ class FencesWithoutMemory : public ::testing::Test {
   }
   void begin_capture() {
     ASSERT_EQ(cuStreamBeginCapture_v2(captured_, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-    captures_.begin(ctx_, captured_, CaptureMode::global, this_thread_id());
+    captures_.announce(ctx_, captured_, CaptureMode::global, this_thread_id());
   }
   void end_capture() {
     CUgraph graph = nullptr;
