@@ -113,6 +113,10 @@ class DriverDevice final : public core::Device {
   }
 
   CUcontext context() const noexcept { return ctx_; }
+  // Waits for all the context's work (cuCtxSynchronize in it): when stream-ordered reuse
+  // ends, so that no block reused at once can still be reached by work issued before its
+  // free (stream_order.h). Nothing while a capture is underway in the context.
+  void synchronize() noexcept { slots_.synchronize(); }
   // The context is destroyed and its events with it: forget them without a driver call.
   // After the allocator's drop_device_memory() (which gives every fence token back).
   void forget_events() noexcept;

@@ -139,8 +139,17 @@ void warn_table_full() noexcept {
 // (current_context.h), else the driver's answer, remembered. False: the driver failed.
 // Every use of device memory stopped being in one stream's order: each allocator fences
 // its frees from now on (stream_order.h).
+// Blocks freed while it held were reusable at once, and some are still free or were handed
+// out again: work issued before their frees may still run, in the order the ended rule
+// guaranteed, which the cause of its end (another thread's per-thread stream, a
+// non-blocking stream, another context) does not follow. So the context waits for that
+// work now, before the hook that ended the order returns to the program, hence before any
+// work of the new kind is issued (docs/architecture.md, "Stream-ordered reuse").
 [[gnu::noinline]] void stream_order_ended(State& s) noexcept {
-  s.contexts.for_each_live([](ContextEntry& e) { e.allocator.set_reuse_at_once(false); });
+  s.contexts.for_each_live([](ContextEntry& e) {
+    e.allocator.set_reuse_at_once(false);
+    e.driver_device.synchronize();
+  });
 }
 
 // ctx is current on the calling thread (a hook made it so, or the driver said so).
@@ -623,6 +632,9 @@ void on_primary_context_released(State& s, CUdevice device) noexcept {
 // such as cuStreamGetFlags is refused and invalidates the capture). cuCtxGetCurrent is
 // allowed in a capture (observed on an H200), and here none has begun yet.
 std::uint64_t on_capture_beginning(State& s, CUstream stream, CUstreamCaptureMode mode) noexcept {
+  // A capture ends stream-ordered reuse (before it begins: the synchronization that ends
+  // the order cannot be made during a capture; stream_order.h).
+  if (s.stream_order.end("a stream capture begins")) stream_order_ended(s);
   CUcontext ctx = nullptr;
   if (!current_context(s, &ctx)) ctx = nullptr;
   try {

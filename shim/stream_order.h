@@ -12,7 +12,9 @@
 // through entry points luma does not hook (every launch and copy has a _ptsz twin), and
 // two per-thread streams are not ordered: so a second thread ends the order too. The
 // first observation that breaks it ends it for good (one log line at info level); every
-// allocator then fences its frees as before.
+// allocator then fences its frees as before, and the context is synchronized before the
+// hook that saw the end returns, so that work issued before the frees of blocks reused at
+// once has run before any work of the new kind exists (serve.cpp, stream_order_ended).
 #pragma once
 
 #include <atomic>

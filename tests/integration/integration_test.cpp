@@ -831,6 +831,22 @@ TEST_P(EveryKind, OneStreamReusesAFreedBlockAtOnceAndASecondStreamBringsTheFence
   EXPECT_GE(off.counters["calls"]["cuCtxRecordEvent"].get<int>(), 1) << off.counters.dump();
 }
 
+// The end of stream-ordered reuse: a block freed while it held (its slow write still
+// queued) is taken, once the order has ended, for work that the ended order does not cover
+// - a second thread's per-thread stream, or a new non-blocking stream. The block must hold
+// the new write: luma waits for the work issued before the end, before the hook that ended
+// it returns. Regression: luma only turned reuse at once off, and the late write landed in
+// the new block (CORRUPTED, exit 3), on every kind of program.
+TEST_P(EveryKind, TheEndOfStreamOrderedReuseWaitsForTheWorkIssuedBeforeIt) {
+  REQUIRE_PROGRAMS();
+  for (const char* what : {"thread", "stream"}) {
+    SCOPED_TRACE(what);
+    LumaRun r = run_under_luma(GetParam(), {"stream-order-ends", what});
+    EXPECT_EQ(r.result.exit_code, 0) << describe(r.result);
+    EXPECT_NE(r.result.out.find("the freed block came back"), std::string::npos) << r.result.out;
+  }
+}
+
 // A stream-ordered free of a luma block goes into luma's cache, never to the driver (which
 // would free the whole segment under its neighbours): every kind of program.
 TEST_P(EveryKind, StreamOrderedFreeOfACachedBlockStaysInTheCache) {

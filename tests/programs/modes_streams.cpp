@@ -1,9 +1,11 @@
 // modes_streams.cpp - the workload's modes about streams: a block freed while a stream
 // still writes it (hazard, hazard-streams: luma's fences), reuse in one stream's order
 // (stream-order), and stream-ordered allocation and free (async, free-async-cached).
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api.h"
@@ -88,6 +90,59 @@ int mode_stream_order(int argc, char** argv) {
   }
   if (other != nullptr) ok(A.stream_destroy(other), "stream destroy");
   std::printf("stream-order: %zu of %zu rounds got the freed block back; data right\n", same, rounds);
+  return 0;
+}
+
+// The end of stream-ordered reuse: a block X written by a slow memsetAsync is freed while
+// the one thread uses only its default streams (so it is reusable at once), then the
+// order ends - WHAT is `thread` (a second thread makes the context current and takes the
+// block for a memsetAsync on its own per-thread stream, which is not ordered with the
+// first thread's) or `stream` (the thread makes a non-blocking stream and takes the block
+// for a memsetAsync there). The block must hold the second write: the first must have run
+// before it. Prints whether the block came back.
+int mode_stream_order_ends(int argc, char** argv) {
+  if (argc != 1) return kExitUsage;
+  const bool by_thread = std::strcmp(argv[0], "thread") == 0;
+  if (!by_thread && std::strcmp(argv[0], "stream") != 0) return kExitUsage;
+  void* const per_thread = reinterpret_cast<void*>(0x2);  // CU_STREAM_PER_THREAD
+  const size_t n = kMiB;
+  void* x = nullptr;
+  void* y = nullptr;
+  ok(A.alloc(&x, n), "alloc X");
+  ok(A.memset(x, 0, n), "memset X");
+  const bool slowed = set_stand_in_delay(kHazardDelayUs);
+  ok(A.memset_async(x, 0xAA, n, by_thread ? per_thread : nullptr), "slow memsetAsync X");
+  // Let the stream take the slow write before the delay is lifted for the second one.
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (slowed) set_stand_in_delay(0);
+  ok(A.free(x), "free X");
+  void* other = nullptr;
+  if (by_thread) {
+    int rc[3] = {-1, -1, -1};
+    std::thread([&] {
+      rc[0] = A.alloc(&y, n);  // the thread's first call: the context becomes current on it
+      if (rc[0] == 0) rc[1] = A.memset_async(y, 0x55, n, per_thread);
+      if (rc[1] == 0) rc[2] = A.stream_sync(per_thread);
+    }).join();
+    for (int r : rc) expect(r, 0, "the second thread's alloc, memsetAsync, sync");
+  } else {
+    ok(A.stream_create(&other, true), "stream create (non-blocking)");
+    ok(A.alloc(&y, n), "alloc Y");
+    ok(A.memset_async(y, 0x55, n, other), "memsetAsync Y on the new stream");
+    ok(A.stream_sync(other), "stream sync");
+  }
+  std::vector<unsigned char> buf(n);
+  ok(A.dtoh(buf.data(), y, n), "dtoh Y");  // after every write (the legacy stream)
+  size_t late = 0;
+  for (unsigned char c : buf) late += c != 0x55;
+  std::printf("stream-order-ends: %s: the freed block %s\n", argv[0],
+              x == y ? "came back" : "did not come back");
+  if (late != 0) {
+    std::printf("stream-order-ends: CORRUPTED (%zu bytes of Y hold the freed block's late write)\n", late);
+    return kExitCorrupted;
+  }
+  ok(A.free(y), "free Y");
+  if (other != nullptr) ok(A.stream_destroy(other), "stream destroy");
   return 0;
 }
 

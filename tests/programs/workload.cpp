@@ -30,6 +30,7 @@ const Mode kModes[] = {
     {"loop-contexts", "N K SIZE", mode_loop_contexts},
     {"hazard", "", mode_hazard},
     {"stream-order", "[ROUNDS [second-stream]]", mode_stream_order},
+    {"stream-order-ends", "thread|stream", mode_stream_order_ends},
     {"hazard-streams", "STREAMS", mode_hazard_streams},
     {"oom", "[CHUNK]", mode_oom},
     {"limit", "[CHUNK]", mode_limit},
