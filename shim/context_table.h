@@ -29,10 +29,10 @@ struct ContextEntry {
   ContextEntry(const RealDriver& driver, CUcontext c, int device_index,
                const core::Settings& settings, StreamRegistry& streams,
                const CaptureRegistry& captures, const core::PlanFile* plan = nullptr,
-               core::MemoryBudget* budget = nullptr)
+               core::MemoryBudget* budget = nullptr, const StreamOrder* order = nullptr)
       : ctx(c),
         device(device_index),
-        driver_device(driver, c, settings.free_sync, streams, captures),
+        driver_device(driver, c, settings.free_sync, streams, captures, order),
         limited(budget != nullptr ? std::make_unique<core::LimitedDevice>(driver_device, *budget)
                                   : nullptr),
         allocator(limited != nullptr ? static_cast<core::Device&>(*limited)

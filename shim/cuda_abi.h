@@ -138,6 +138,7 @@ typedef CUresult (*PFN_cuStreamDestroy_v2)(CUstream stream);
 typedef CUresult (*PFN_cuStreamSynchronize)(CUstream stream);
 typedef CUresult (*PFN_cuStreamGetFlags)(CUstream stream, unsigned int* flags);
 typedef CUresult (*PFN_cuStreamQuery)(CUstream stream);
+typedef CUresult (*PFN_cuStreamWaitEvent)(CUstream stream, CUevent event, unsigned int flags);
 typedef CUresult (*PFN_cuEventCreate)(CUevent* event, unsigned int flags);
 typedef CUresult (*PFN_cuEventRecord)(CUevent event, CUstream stream);
 typedef CUresult (*PFN_cuEventQuery)(CUevent event);

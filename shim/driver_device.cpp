@@ -396,7 +396,34 @@ void DriverDevice::give_back_virtual_memory() noexcept {
 // the pool's token, so that a poll on the hot path is the pool's inline poll.
 core::Fence DriverDevice::record_fence() noexcept {
   if (policy_ == core::FreeSync::none) return core::kNoFence;
+  if (order_ != nullptr && policy_ == core::FreeSync::event && order_->legacy()) {
+    // The order's end waits for this (its synchronization then covers the barrier's work),
+    // and a capture cannot begin between the checks and the barrier.
+    const auto in_order = order_->hold();
+    const auto held = captures_.hold();
+    if (order_->legacy() && !capture_underway() && legacy_barrier()) return core::kNoFence;
+  }
   return slots_.fence();
+}
+
+bool DriverDevice::legacy_barrier() noexcept {
+  if (driver_.stream_wait_event == nullptr) return false;
+  ScopedContext scope(driver_, ctx_);
+  if (!scope.ok()) return false;
+  if (barrier_ == nullptr) {
+    CUevent e = nullptr;
+    if (driver_.event_create(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return false;
+    if (driver_.event_record(e, LUMA_CU_STREAM_LEGACY) != CUDA_SUCCESS) {
+      driver_.event_destroy(e);
+      return false;
+    }
+    barrier_ = e;
+  }
+  // "When an action is taken in the legacy stream such as a kernel launch or
+  // cudaStreamWaitEvent(), the legacy stream first waits on all blocking streams, the
+  // action is queued in the legacy stream, and then all blocking streams wait on the
+  // legacy stream" (CUDA Runtime API, "Stream synchronization behavior").
+  return driver_.stream_wait_event(LUMA_CU_STREAM_LEGACY, barrier_, 0) == CUDA_SUCCESS;
 }
 
 bool DriverDevice::fence_done(core::Fence fence) noexcept { return slots_.poll(fence); }
@@ -405,6 +432,9 @@ bool DriverDevice::fence_wait(core::Fence fence) noexcept { return slots_.wait(f
 
 void DriverDevice::fence_release(core::Fence fence) noexcept { slots_.release(fence); }
 
-void DriverDevice::forget_events() noexcept { slots_.forget_events(); }
+void DriverDevice::forget_events() noexcept {
+  slots_.forget_events();
+  barrier_ = nullptr;  // gone with the context
+}
 
 }  // namespace luma::shim

@@ -28,15 +28,19 @@
 #include "context_fence.h"
 #include "fence_slots.h"
 #include "real_driver.h"
+#include "stream_order.h"
 #include "stream_registry.h"
 
 namespace luma::shim {
 
 class DriverDevice final : public core::Device {
  public:
+  // `order`: the process's stream order (stream_order.h), whose legacy order lets a fence
+  // be one barrier on the legacy stream; nullptr: always a fence.
   DriverDevice(const RealDriver& driver, CUcontext ctx, core::FreeSync policy,
-               StreamRegistry& streams, const CaptureRegistry& captures) noexcept
-      : driver_(driver), ctx_(ctx), policy_(policy), streams_(streams), captures_(captures) {}
+               StreamRegistry& streams, const CaptureRegistry& captures,
+               const StreamOrder* order = nullptr) noexcept
+      : driver_(driver), ctx_(ctx), policy_(policy), streams_(streams), captures_(captures), order_(order) {}
   ~DriverDevice() override = default;  // events are left to the driver: see process exit
 
   core::Reservation reserve(std::size_t bytes) noexcept override;
@@ -89,6 +93,11 @@ class DriverDevice final : public core::Device {
   std::size_t mappings() const noexcept { return mapped_.size(); }
   std::size_t address_ranges() const noexcept { return ranges_.size(); }
 
+  // While the legacy order holds (stream_order.h) and nothing captures in the context: one
+  // action on the legacy stream (cuStreamWaitEvent on it), which every later use of a
+  // block on a blocking stream waits behind, and kNoFence - the epoch's blocks are
+  // reusable at once (docs/architecture.md, "Stream-ordered reuse", "Several threads").
+  // Otherwise a fence (fence_slots.h).
   core::Fence record_fence() noexcept override;
   // free_sync:event batches frees into epochs closed by one fence (recording it after the
   // frees is conservative, so still safe); none needs no fence; device keeps one
@@ -138,6 +147,8 @@ class DriverDevice final : public core::Device {
   // Whether a capture is underway in this context: luma then records, queries and
   // synchronizes nothing there, and releases no segment.
   bool capture_underway() const noexcept { return slots_.capturing(); }
+  // The legacy order's barrier: false when it could not be issued (a fence instead).
+  bool legacy_barrier() noexcept;
   bool exported(const void* base) noexcept;
   // Widens may_hold's span to [base, base + bytes).
   void widen_span(std::uintptr_t base, std::size_t bytes) noexcept;
@@ -153,6 +164,8 @@ class DriverDevice final : public core::Device {
   core::FreeSync policy_;
   StreamRegistry& streams_;
   const CaptureRegistry& captures_;
+  const StreamOrder* order_;
+  CUevent barrier_ = nullptr;  // recorded once on the legacy stream: what a barrier waits for
   // may_hold's span (lo_ > hi_ while nothing was reserved).
   std::atomic<std::uintptr_t> lo_{~std::uintptr_t{0}};
   std::atomic<std::uintptr_t> hi_{0};

@@ -100,7 +100,8 @@
 //   stream by stream (context_fence.h). Expandable segments (driver_device.h) reserve,
 //   map and grant access with the virtual memory calls of 10.2 (cuMemCreate, cuMemRelease,
 //   cuMemMap and cuMemUnmap are hooks above: luma calls their real functions), and ask
-//   cuDeviceCanAccessPeer (4.0) which devices to grant.
+//   cuDeviceCanAccessPeer (4.0) which devices to grant. cuStreamWaitEvent on the legacy
+//   stream is the barrier of the legacy order (stream_order.h).
 #define LUMA_DRIVER_CALLS(X) \
   X(ctx_get_current, "cuCtxGetCurrent", 4000, PFN_cuCtxGetCurrent) \
   X(ctx_get_device, "cuCtxGetDevice", 2000, PFN_cuCtxGetDevice) \
@@ -118,6 +119,7 @@
   X(device_total_mem, "cuDeviceTotalMem", 3020, PFN_cuDeviceTotalMem_v2) \
   X(stream_is_capturing, "cuStreamIsCapturing", 10000, PFN_cuStreamIsCapturing) \
   X(stream_query, "cuStreamQuery", 2000, PFN_cuStreamQuery) \
+  X(stream_wait_event, "cuStreamWaitEvent", 3020, PFN_cuStreamWaitEvent) \
   X(ctx_record_event, "cuCtxRecordEvent", 12050, PFN_cuCtxRecordEvent) \
   X(device_get_attribute, "cuDeviceGetAttribute", 2000, PFN_cuDeviceGetAttribute) \
   X(device_can_access_peer, "cuDeviceCanAccessPeer", 4000, PFN_cuDeviceCanAccessPeer) \

@@ -100,7 +100,7 @@ void warn_table_full() noexcept {
       budget = s.contexts.limits().budget_for(device, total, s.settings.core);
     }
     auto* e = new ContextEntry(s.driver, ctx, device, s.settings.core, s.streams, s.captures,
-                               s.plans.plan_for_new_allocator(s.driver), budget);
+                               s.plans.plan_for_new_allocator(s.driver), budget, &s.stream_order);
     e->allocator.set_reuse_at_once(s.stream_order.single());
     if (e->allocator.has_plan()) e->allocator.set_divergence_sink(&s.divergence_log);
     e->primary = is_primary_context(s.driver, ctx, device);
@@ -586,7 +586,11 @@ CUresult serve_pointer_get_attributes(State& s, unsigned count, CUpointer_attrib
 // ---- observers -------------------------------------------------------------------------
 
 void on_stream_created(State& s, CUstream stream, unsigned flags) noexcept {
-  if (s.stream_order.end("the program made a stream")) stream_order_ended(s);
+  // A blocking stream takes part in the legacy stream's synchronization: only the
+  // one-thread order ends (stream_order.h).
+  if ((flags & CU_STREAM_NON_BLOCKING) == 0 ? s.stream_order.end_single("the program made a blocking stream")
+                                            : s.stream_order.end("the program made a non-blocking stream"))
+    stream_order_ended(s);
   if ((flags & CU_STREAM_NON_BLOCKING) == 0) return;  // the legacy stream covers it
   if (!s.serves()) return;
   CUcontext ctx = nullptr;

@@ -831,6 +831,32 @@ TEST_P(EveryKind, OneStreamReusesAFreedBlockAtOnceAndASecondStreamBringsTheFence
   EXPECT_GE(off.counters["calls"]["cuCtxRecordEvent"].get<int>(), 1) << off.counters.dump();
 }
 
+// Two threads in the legacy order (PyTorch's main and autograd threads): the second thread
+// frees a block whose slow write is queued on the main thread's per-thread stream and takes
+// it again for its own per-thread stream. The fence is one barrier on the legacy stream:
+// the block comes back with no host wait and no context fence, and the data is right (a
+// reuse without the barrier leaves the late write in it: CORRUPTED). A non-blocking stream
+// brings the fence back. Regression: a second thread brought back a fence per free and a
+// host wait per reuse.
+TEST_P(EveryKind, TwoThreadsInTheLegacyOrderReuseAfterALegacyBarrier) {
+  REQUIRE_PROGRAMS();
+  LumaRun r = run_under_luma(GetParam(), {"stream-order-threads", "3"});
+  ASSERT_EQ(r.result.exit_code, 0) << describe(r.result);
+  EXPECT_NE(r.result.out.find("3 of 3 rounds got the freed block back; data right"), std::string::npos)
+      << r.result.out;
+  const json& s = device_stats(r.stats, 0);
+  ASSERT_TRUE(s.is_object()) << r.stats.dump();
+  EXPECT_EQ(s["num_fence_waits"].get<int>(), 0) << s.dump();
+  EXPECT_EQ(r.counters["calls"]["cuCtxRecordEvent"].get<int>(), 0) << r.counters.dump();
+
+  LumaRun nb = run_under_luma(GetParam(), {"stream-order-threads", "3", "nonblocking"});
+  ASSERT_EQ(nb.result.exit_code, 0) << describe(nb.result);
+  const json& t = device_stats(nb.stats, 0);
+  ASSERT_TRUE(t.is_object()) << nb.stats.dump();
+  EXPECT_GE(t["num_fence_waits"].get<int>(), 1) << t.dump();
+  EXPECT_GE(nb.counters["calls"]["cuCtxRecordEvent"].get<int>(), 1) << nb.counters.dump();
+}
+
 // The end of stream-ordered reuse: a block freed while it held (its slow write still
 // queued) is taken, once the order has ended, for work that the ended order does not cover
 // - a second thread's per-thread stream, or a new non-blocking stream. The block must hold

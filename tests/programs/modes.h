@@ -18,6 +18,7 @@ int mode_threads_first(int argc, char** argv);
 int mode_hazard(int argc, char** argv);
 int mode_stream_order(int argc, char** argv);
 int mode_stream_order_ends(int argc, char** argv);
+int mode_stream_order_threads(int argc, char** argv);
 int mode_hazard_streams(int argc, char** argv);
 int mode_async(int argc, char** argv);
 int mode_free_async_cached(int argc, char** argv);

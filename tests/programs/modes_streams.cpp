@@ -146,6 +146,63 @@ int mode_stream_order_ends(int argc, char** argv) {
   return 0;
 }
 
+// Two threads in the legacy order, as PyTorch's main thread and its autograd thread: ROUNDS
+// rounds in which the main thread writes a block X with a slow memsetAsync on its
+// per-thread stream, and the second thread (which made the context current) frees X, takes
+// a block Y of its size and writes it with a memsetAsync on ITS per-thread stream - not
+// ordered with the main thread's, only through the legacy stream. Y must hold the second
+// write. X is large enough to be a segment of its own, so Y is X (reused) or new memory.
+// With `nonblocking` the main thread first makes a non-blocking stream (used for nothing).
+// Prints how many rounds got the freed block back.
+int mode_stream_order_threads(int argc, char** argv) {
+  if (argc < 1 || argc > 2) return kExitUsage;
+  const size_t rounds = parse(argv[0], "ROUNDS");
+  const bool nonblocking = argc == 2 && std::strcmp(argv[1], "nonblocking") == 0;
+  if (argc == 2 && !nonblocking) return kExitUsage;
+  void* const per_thread = reinterpret_cast<void*>(0x2);  // CU_STREAM_PER_THREAD
+  // A block of its own segment (beyond the large segments' size): Y can only be X again,
+  // or new memory.
+  const size_t n = 64 * kMiB;
+  void* other = nullptr;
+  if (nonblocking) ok(A.stream_create(&other, true), "stream create (non-blocking)");
+  void* warm = nullptr;  // the second thread is known before the rounds begin
+  std::thread([&] { ok(A.alloc(&warm, 4096), "the second thread's first alloc"); }).join();
+  ok(A.free(warm), "free");
+  std::vector<unsigned char> buf(n);
+  size_t same = 0;
+  for (size_t r = 0; r < rounds; ++r) {
+    void* x = nullptr;
+    void* y = nullptr;
+    ok(A.alloc(&x, n), "alloc X");
+    const bool slowed = set_stand_in_delay(kHazardDelayUs);
+    ok(A.memset_async(x, 0xAA, n, per_thread), "slow memsetAsync X on the main thread's stream");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the stream takes the slow write
+    if (slowed) set_stand_in_delay(0);
+    int rc[4] = {-1, -1, -1, -1};
+    const int value = static_cast<int>(0x40 | (r & 0x3F));
+    std::thread([&] {
+      rc[0] = A.free(x);
+      if (rc[0] == 0) rc[1] = A.alloc(&y, n);
+      if (rc[1] == 0) rc[2] = A.memset_async(y, value, n, per_thread);
+      if (rc[2] == 0) rc[3] = A.stream_sync(per_thread);
+    }).join();
+    for (int c : rc) expect(c, 0, "the second thread's free, alloc, memsetAsync, sync");
+    ok(A.dtoh(buf.data(), y, n), "dtoh Y");  // the legacy stream: after every write
+    size_t late = 0;
+    for (unsigned char c : buf) late += c != static_cast<unsigned char>(value);
+    if (late != 0) {
+      std::printf("stream-order-threads: CORRUPTED (round %zu: %zu bytes of Y hold the freed "
+                  "block's late write)\n", r, late);
+      return kExitCorrupted;
+    }
+    same += x == y ? 1 : 0;
+    ok(A.free(y), "free Y");
+  }
+  if (other != nullptr) ok(A.stream_destroy(other), "stream destroy");
+  std::printf("stream-order-threads: %zu of %zu rounds got the freed block back; data right\n", same, rounds);
+  return 0;
+}
+
 // Many streams: luma skips the fence event of a non-blocking stream the driver
 // reports idle. Round 1 frees and reallocates with every stream idle (a fence where no
 // stream needs an event); round 2 queues a slow write to the new block on one stream that

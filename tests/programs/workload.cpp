@@ -31,6 +31,7 @@ const Mode kModes[] = {
     {"hazard", "", mode_hazard},
     {"stream-order", "[ROUNDS [second-stream]]", mode_stream_order},
     {"stream-order-ends", "thread|stream", mode_stream_order_ends},
+    {"stream-order-threads", "ROUNDS [nonblocking]", mode_stream_order_threads},
     {"hazard-streams", "STREAMS", mode_hazard_streams},
     {"oom", "[CHUNK]", mode_oom},
     {"limit", "[CHUNK]", mode_limit},
