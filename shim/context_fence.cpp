@@ -9,7 +9,7 @@ void ContextFence::refuse(int error) noexcept {
   refused_ = true;
   // Not a capture: a driver that refused the call once is not asked again; the stream by
   // stream fence is slower with many streams but always covers the same work.
-  log().warn("cuCtxRecordEvent failed with error {}; fencing stream by stream from now on",
+  log_noexcept(LogLevel::warn, "cuCtxRecordEvent failed with error {}; fencing stream by stream from now on",
              error);
 }
 

@@ -16,10 +16,10 @@ GroupTable* DeviceLimits::group(const core::Settings& settings) noexcept {
     std::string error;
     group_ = GroupTable::open(name, own_member_id(), &member_alive, &error);
     if (group_ == nullptr)
-      log().warn("limit_group:{}: shared memory cannot be used ({}); each device's limit "
+      log_noexcept(LogLevel::warn, "limit_group:{}: shared memory cannot be used ({}); each device's limit "
                  "applies to this process alone", settings.limit_group, error);
     else
-      log().debug("limit_group:{}: slot {} of {}", settings.limit_group, group_->slot(), name);
+      log_noexcept(LogLevel::debug, "limit_group:{}: slot {} of {}", settings.limit_group, group_->slot(), name);
   } catch (...) {
     group_.reset();
   }
@@ -32,7 +32,7 @@ core::MemoryBudget* DeviceLimits::budget_for(int device, std::size_t device_tota
     if (!settings.limit_group.empty() && !said_group_alone_) {
       said_group_alone_ = true;
       try {
-        log().warn("limit_group:{} has no effect without memory_limit or memory_fraction",
+        log_noexcept(LogLevel::warn, "limit_group:{} has no effect without memory_limit or memory_fraction",
                    settings.limit_group);
       } catch (...) {
       }
@@ -43,7 +43,7 @@ core::MemoryBudget* DeviceLimits::budget_for(int device, std::size_t device_tota
   try {
     if (d >= kMaxDevices) {
       if (!said_too_many_)
-        log().warn("memory limits apply to device indices 0..{}; device {} has none",
+        log_noexcept(LogLevel::warn, "memory limits apply to device indices 0..{}; device {} has none",
                    kMaxDevices - 1, device);
       said_too_many_ = true;
       return nullptr;
@@ -51,7 +51,7 @@ core::MemoryBudget* DeviceLimits::budget_for(int device, std::size_t device_tota
     if (decided_[d]) return budgets_[d];
     decided_[d] = true;
     if (settings.memory_fraction > 0 && device_total == 0 && settings.memory_limit == 0) {
-      log().warn("memory_fraction: the size of device {} is unknown; it has no limit", device);
+      log_noexcept(LogLevel::warn, "memory_fraction: the size of device {} is unknown; it has no limit", device);
       return nullptr;
     }
     // Unknown total with both set: the byte limit alone.
@@ -63,7 +63,7 @@ core::MemoryBudget* DeviceLimits::budget_for(int device, std::size_t device_tota
             ? static_cast<core::MemoryBudget*>(new GroupBudget(*table, d, limit))
             : static_cast<core::MemoryBudget*>(new core::ProcessBudget(limit));
     budgets_[d] = made;
-    log().info("device {}: memory limit {} bytes{}{}", device, limit,
+    log_noexcept(LogLevel::info, "device {}: memory limit {} bytes{}{}", device, limit,
                table != nullptr ? ", shared by limit_group " : "",
                table != nullptr ? settings.limit_group : std::string());
     return made;

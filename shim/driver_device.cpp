@@ -71,7 +71,7 @@ core::Reservation DriverDevice::reserve(std::size_t bytes) noexcept {
   // Anything else (a lost device, a sticky error) goes back to the program unchanged:
   // releasing the cache and retrying cannot mend it.
   ++driver_errors_;
-  log().warn("cuMemAlloc_v2({} bytes) for a new segment failed with error {}", bytes, static_cast<int>(r));
+  log_noexcept(LogLevel::warn, "cuMemAlloc_v2({} bytes) for a new segment failed with error {}", bytes, static_cast<int>(r));
   return core::Reservation::failed(static_cast<int>(r));
 }
 
@@ -102,7 +102,7 @@ bool DriverDevice::release(void* base, std::size_t bytes) noexcept {
   CUresult r = driver_.mem_free(static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(base)));
   if (r != CUDA_SUCCESS) {
     ++driver_errors_;
-    log().warn("cuMemFree_v2 of a segment ({} bytes) failed with error {}; keeping it", bytes, r);
+    log_noexcept(LogLevel::warn, "cuMemFree_v2 of a segment ({} bytes) failed with error {}; keeping it", bytes, r);
     return false;
   }
   return true;
@@ -120,7 +120,7 @@ core::Device::VirtualMemory DriverDevice::virtual_memory() const noexcept {
 
 core::Device::VirtualMemory DriverDevice::ask_virtual_memory() const noexcept {
   auto none = [this](const char* why, int code) {
-    log_noexcept(spdlog::level::warn,
+    log_noexcept(LogLevel::warn,
                  "expandable_segments: context {} has no virtual memory to use ({}, error {}); "
                  "its allocations get ordinary segments",
                  static_cast<void*>(ctx_), why, code);
@@ -186,7 +186,7 @@ core::Device::VirtualMemory DriverDevice::ask_virtual_memory() const noexcept {
   VirtualMemory vm;
   vm.page = page;
   vm.address_space = (want + page - 1) / page * page;
-  log_noexcept(spdlog::level::info,
+  log_noexcept(LogLevel::info,
                "expandable_segments: device {}: pages of {} bytes, {} bytes of address space per "
                "pool, access for {} peer device(s)",
                dev, page, vm.address_space, access_.size() - 1);
@@ -205,7 +205,7 @@ CUmemAllocationProp DriverDevice::page_prop() const noexcept {
 
 void DriverDevice::vm_error(const char* call, std::size_t bytes, CUresult r) noexcept {
   ++driver_errors_;
-  log_noexcept(spdlog::level::warn, "{} for an expandable segment ({} bytes) failed with error {}", call,
+  log_noexcept(LogLevel::warn, "{} for an expandable segment ({} bytes) failed with error {}", call,
                bytes, static_cast<int>(r));
 }
 
@@ -234,7 +234,7 @@ core::Reservation DriverDevice::reserve_address(std::size_t bytes) noexcept {
   // Either way the pool grows by ordinary segments from here on (the allocator does not
   // ask again): say so once.
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-    log_noexcept(spdlog::level::warn,
+    log_noexcept(LogLevel::warn,
                  "expandable_segments: no address space for {} bytes (cuMemAddressReserve: out of "
                  "memory); this pool gets ordinary segments",
                  bytes);
@@ -251,7 +251,7 @@ bool DriverDevice::release_address(void* base, std::size_t bytes) noexcept {
   const auto range = std::find(ranges_.begin(), ranges_.end(), std::pair{b, bytes});
   const auto mapped = mapped_.lower_bound(b);
   if (range == ranges_.end() || (mapped != mapped_.end() && mapped->first < b + bytes)) {
-    log_noexcept(spdlog::level::err, "internal error: release_address({}, {}) is no reserved range without mappings",
+    log_noexcept(LogLevel::err, "internal error: release_address({}, {}) is no reserved range without mappings",
                  base, bytes);
     return false;
   }
@@ -270,7 +270,7 @@ bool DriverDevice::release_address(void* base, std::size_t bytes) noexcept {
 core::Device::Memory DriverDevice::create_memory(std::size_t bytes) noexcept {
   const std::size_t page = virtual_memory().page;
   if (page == 0 || bytes == 0 || bytes % page != 0) {
-    log_noexcept(spdlog::level::err, "internal error: create_memory({}) is not whole pages", bytes);
+    log_noexcept(LogLevel::err, "internal error: create_memory({}) is not whole pages", bytes);
     return {0, CUDA_ERROR_INVALID_VALUE};
   }
   try {
@@ -300,7 +300,7 @@ bool DriverDevice::release_memory(std::uint64_t memory, std::size_t bytes) noexc
   const auto it = memories_.find(memory);
   const bool mapped = std::any_of(mapped_.begin(), mapped_.end(), [&](const auto& m) { return m.second.memory == memory; });
   if (it == memories_.end() || it->second != bytes || mapped) {
-    log_noexcept(spdlog::level::err, "internal error: release_memory({}, {}) is no unmapped memory", memory, bytes);
+    log_noexcept(LogLevel::err, "internal error: release_memory({}, {}) is no unmapped memory", memory, bytes);
     return false;
   }
   RelaxedWhileCapturing relaxed(driver_, captures_);
@@ -324,7 +324,7 @@ int DriverDevice::map_memory(void* addr, std::uint64_t memory, std::size_t offse
   // must be zero"): a piece further in cannot be mapped on its own.
   if (page == 0 || bytes == 0 || bytes % page != 0 || base % page != 0 || offset != 0 || it == memories_.end() ||
       bytes > it->second || overlaps) {
-    log_noexcept(spdlog::level::err, "internal error: map_memory({}, memory {}, {}, {}) cannot be mapped",
+    log_noexcept(LogLevel::err, "internal error: map_memory({}, memory {}, {}, {}) cannot be mapped",
                  addr, memory, offset, bytes);
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -357,7 +357,7 @@ bool DriverDevice::unmap_memory(void* addr, std::size_t bytes) noexcept {
   const auto base = reinterpret_cast<std::uintptr_t>(addr);
   const auto it = mapped_.find(base);
   if (it == mapped_.end() || it->second.bytes != bytes) {
-    log_noexcept(spdlog::level::err, "internal error: unmap_memory({}, {}) is no earlier mapping", addr, bytes);
+    log_noexcept(LogLevel::err, "internal error: unmap_memory({}, {}) is no earlier mapping", addr, bytes);
     return false;
   }
   RelaxedWhileCapturing relaxed(driver_, captures_);
@@ -383,7 +383,7 @@ void DriverDevice::give_back_virtual_memory() noexcept {
     refused += driver_.mem_address_free(as_dptr(b), bytes) != CUDA_SUCCESS;
     if (range_observer_ != nullptr) range_observer_->range_released(b);
   }
-  log_noexcept(spdlog::level::info,
+  log_noexcept(LogLevel::info,
                "context {} was destroyed: gave back {} mappings, {} memories and {} address ranges "
                "of expandable segments ({} calls refused)",
                static_cast<void*>(ctx_), mapped_.size(), memories_.size(), ranges_.size(), refused);

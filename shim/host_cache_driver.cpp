@@ -42,7 +42,7 @@ void PinnedHostCache::give_to_driver(std::vector<core::HostBlock>& blocks) noexc
   for (const core::HostBlock& b : blocks) {
     const CUresult r = driver_.mem_free_host(b.ptr);
     if (r != CUDA_SUCCESS)
-      log_noexcept(spdlog::level::warn, "cuMemFreeHost of a cached pinned block ({} bytes) failed with error {}",
+      log_noexcept(LogLevel::warn, "cuMemFreeHost of a cached pinned block ({} bytes) failed with error {}",
                    b.bytes, static_cast<int>(r));
   }
 }

@@ -29,7 +29,7 @@ bool LivePublisher::open(const std::string& group_name) noexcept {
     id.uid = static_cast<unsigned>(::geteuid());
     const std::optional<core::live::ProcStat> self = core::live::read_proc_stat(id.pid);
     if (!self) {
-      log().warn("LUMA_LIVE_DIR: this process's start time cannot be read from /proc; it is not published");
+      log_noexcept(LogLevel::warn, "LUMA_LIVE_DIR: this process's start time cannot be read from /proc; it is not published");
       return false;
     }
     id.start_time = self->start_time;
@@ -50,12 +50,12 @@ bool LivePublisher::open(const std::string& group_name) noexcept {
       // Another user's file under this name is worth a warning wherever it is; a default
       // directory that does not exist here (no /dev/shm) is not.
       const bool loud = failure == LiveRecord::Failure::refused || dir_from_user_;
-      log().log(loud ? spdlog::level::warn : spdlog::level::info,
+      log_noexcept(loud ? LogLevel::warn : LogLevel::info,
                 "LUMA_LIVE_DIR: {}; this process is not published (luma top will not list it)", error);
       return false;
     }
     owner_pid_ = ::getpid();
-    log().debug("live statistics in {}", record_->path());
+    log_noexcept(LogLevel::debug, "live statistics in {}", record_->path());
     return true;
   } catch (...) {
     record_.reset();
@@ -77,7 +77,7 @@ core::live::SlotWriter* LivePublisher::writer_for(const void* key, int device,
     if (!slot) slot = core::live::next_free_slot(record_->base());
     if (!slot) {
       if (!said_full_)
-        log().warn("LUMA_LIVE_DIR: more than {} allocators alive at once; the newest are not published",
+        log_noexcept(LogLevel::warn, "LUMA_LIVE_DIR: more than {} allocators alive at once; the newest are not published",
                    core::live::kSlots);
       said_full_ = true;
       return nullptr;

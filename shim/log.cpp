@@ -3,10 +3,10 @@
 #include "log.h"
 
 #include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/spdlog.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <memory>
-#include <new>
 
 namespace luma::shim {
 namespace {
@@ -25,15 +25,6 @@ spdlog::level::level_enum to_spdlog(LogLevel l) {
     case LogLevel::off: return spdlog::level::off;
   }
   return spdlog::level::warn;
-}
-
-// A logger without sinks, built in static storage and never destroyed (so it is usable
-// from any destructor). It drops everything.
-spdlog::logger& null_logger() noexcept {
-  alignas(spdlog::logger) static unsigned char storage[sizeof(spdlog::logger)];
-  static spdlog::logger* logger =
-      new (storage) spdlog::logger("luma", spdlog::sinks_init_list{});
-  return *logger;
 }
 
 }  // namespace
@@ -63,8 +54,15 @@ void init_logging(LogLevel level, const std::string& file) noexcept {
   }
 }
 
-spdlog::logger& log() noexcept {
-  return g_logger != nullptr ? *g_logger : null_logger();
+bool log_enabled(LogLevel level) noexcept {
+  return g_logger != nullptr && g_logger->should_log(to_spdlog(level));
+}
+
+void log_line(LogLevel level, std::string_view line) noexcept {
+  try {
+    if (g_logger != nullptr) g_logger->log(to_spdlog(level), line);
+  } catch (...) {
+  }
 }
 
 }  // namespace luma::shim

@@ -149,7 +149,7 @@ core::EventSink* nvtx_memory_sink(core::EventSink* next, DriverDevice& device) n
   try {
     static std::once_flag said;
     std::call_once(said, [] {
-      log_noexcept(spdlog::level::info, "an NVTX tool is present: luma's segments and blocks are "
+      log_noexcept(LogLevel::info, "an NVTX tool is present: luma's segments and blocks are "
                                         "described to it (NVTX memory API)");
     });
     auto* sink = new NvtxMemorySink(next);  // lives as long as its allocator: never freed

@@ -68,7 +68,7 @@ core::EventSink* OomWatch::sink_for_new_allocator(const void* key, core::EventSi
     sinks_.emplace_back(key, sink.get());
     return sink.release();
   } catch (...) {  // no host memory for the tables: the trace goes on without them
-    log_noexcept(spdlog::level::warn, "out-of-memory call sites: no memory for the tables; not kept");
+    log_noexcept(LogLevel::warn, "out-of-memory call sites: no memory for the tables; not kept");
     return trace_sink;
   }
 }
@@ -148,13 +148,13 @@ std::string OomWatch::write_snapshot(const Evidence& ev, const core::CachingAllo
     core::OutputFile file(path);
     core::write_oom_snapshot(file.stream(), snap);
     file.commit();
-    log_noexcept(spdlog::level::warn, "out of memory: the allocator's snapshot is in '{}' (open it at "
+    log_noexcept(LogLevel::warn, "out of memory: the allocator's snapshot is in '{}' (open it at "
                  "https://pytorch.org/memory_viz)", path);
     return path;
   } catch (const std::exception& e) {
-    log_noexcept(spdlog::level::warn, "LUMA_OOM_SNAPSHOT: cannot write the snapshot to '{}': {}", path, e.what());
+    log_noexcept(LogLevel::warn, "LUMA_OOM_SNAPSHOT: cannot write the snapshot to '{}': {}", path, e.what());
   } catch (...) {
-    log_noexcept(spdlog::level::warn, "LUMA_OOM_SNAPSHOT: cannot write the snapshot to '{}'", path);
+    log_noexcept(LogLevel::warn, "LUMA_OOM_SNAPSHOT: cannot write the snapshot to '{}'", path);
   }
   return {};
 }

@@ -34,7 +34,7 @@ const core::PlanFile* PlanLoader::plan_for_new_allocator(const RealDriver& drive
       } catch (...) {
       }
       // The reader's message names the file and what is wrong with it.
-      log().warn("LUMA_PLAN: {}; allocations are served by the caching allocator", e.what());
+      log_noexcept(LogLevel::warn, "LUMA_PLAN: {}; allocations are served by the caching allocator", e.what());
     }
   }
   return plan_.get();
@@ -45,7 +45,7 @@ void PlanLoader::load(const RealDriver& driver) {
   if (!plan->fingerprint) {
     summary_.refused =
         "the plan has no fingerprint (only plans made from a luma trace can be replayed)";
-    log().warn("LUMA_PLAN: refused '{}': {}; allocations are served by the caching allocator",
+    log_noexcept(LogLevel::warn, "LUMA_PLAN: refused '{}': {}; allocations are served by the caching allocator",
                path_, summary_.refused);
     return;
   }
@@ -56,14 +56,14 @@ void PlanLoader::load(const RealDriver& driver) {
       core::match_fingerprint(*plan->fingerprint, core::fingerprint_of(current));
   if (!m.match) {
     summary_.refused = m.reason;
-    log().warn("LUMA_PLAN: refused '{}': made for another run ({}); allocations are served by "
+    log_noexcept(LogLevel::warn, "LUMA_PLAN: refused '{}': made for another run ({}); allocations are served by "
                "the caching allocator",
                path_, m.reason);
     return;
   }
   plan_ = std::move(plan);
   summary_.accepted = true;
-  log().info("LUMA_PLAN: serving {} device(s) from '{}'", plan_->devices.size(), path_);
+  log_noexcept(LogLevel::info, "LUMA_PLAN: serving {} device(s) from '{}'", plan_->devices.size(), path_);
 }
 
 }  // namespace luma::shim
@@ -72,7 +72,7 @@ namespace luma::shim {
 
 void DivergenceLog::on_divergence(int device, const core::Divergence& divergence) noexcept {
   try {
-    log().warn("LUMA_PLAN: device {} left its plan: {}; the caching allocator serves it from "
+    log_noexcept(LogLevel::warn, "LUMA_PLAN: device {} left its plan: {}; the caching allocator serves it from "
                "now on (blocks already placed stay where they are)",
                device, core::describe_divergence(divergence));
   } catch (...) {

@@ -68,7 +68,7 @@ void ProgramCacheWatch::check(bool enabled) noexcept {
   dl_iterate_phdr(visit, &scan);
   seen_adds_.store(scan.adds, std::memory_order_relaxed);
   if (scan.found == nullptr || active_.exchange(true)) return;
-  log_noexcept(spdlog::level::info,
+  log_noexcept(LogLevel::info,
                "{} is active in this process: its allocations get driver allocations of their "
                "own (counted and limited by luma, not cached again; LUMA_CONF=program_cache:0 "
                "caches them)",

@@ -89,12 +89,12 @@ void PythonFrames::configure(unsigned depth) noexcept {
   }
   if (!layout) {
     if (v)
-      log_noexcept(spdlog::level::warn,
+      log_noexcept(LogLevel::warn,
                    "Python frames: CPython {}.{}{} is not a version luma reads (3.10 to 3.13); "
                    "allocations record native frames only",
                    v->major, v->minor, problem_text(problem));
     else
-      log_noexcept(spdlog::level::warn,
+      log_noexcept(LogLevel::warn,
                    "Python frames: the Python interpreter's version is unknown (no Py_Version, "
                    "no Py_GetVersion); allocations record native frames only");
     return;
@@ -107,7 +107,7 @@ void PythonFrames::configure(unsigned depth) noexcept {
   types.frame = reinterpret_cast<std::uintptr_t>(find("PyFrame_Type"));
   if (a.this_thread_state == nullptr || types.code == 0 || types.str == 0 || types.bytes == 0 ||
       types.frame == 0) {
-    log_noexcept(spdlog::level::warn,
+    log_noexcept(LogLevel::warn,
                  "Python frames: CPython 3.{} found without PyGILState_GetThisThreadState or its "
                  "type objects; allocations record native frames only",
                  layout->minor);
@@ -120,7 +120,7 @@ void PythonFrames::configure(unsigned depth) noexcept {
       std::uintptr_t id = 0;
       std::memcpy(&id, static_cast<const char*>(ts) + layout->tstate_thread_id, sizeof id);
       if (id != static_cast<std::uintptr_t>(pthread_self())) {
-        log_noexcept(spdlog::level::warn,
+        log_noexcept(LogLevel::warn,
                      "Python frames: CPython 3.{}'s thread state does not have the layout luma "
                      "knows; allocations record native frames only",
                      layout->minor);
@@ -129,13 +129,13 @@ void PythonFrames::configure(unsigned depth) noexcept {
     }
   }
   if (!reader_.configure(*layout, types, depth)) {
-    log_noexcept(spdlog::level::warn,
+    log_noexcept(LogLevel::warn,
                  "Python frames: no memory for the site table; allocations record native "
                  "frames only");
     return;
   }
   api_ = &a;
-  log_noexcept(spdlog::level::debug, "Python frames: CPython 3.{} found, up to {} frames per "
+  log_noexcept(LogLevel::debug, "Python frames: CPython 3.{} found, up to {} frames per "
                "allocation", layout->minor, depth);
 }
 

@@ -63,7 +63,7 @@ bool is_primary_context(const RealDriver& d, CUcontext ctx, CUdevice device) noe
 void warn_table_full() noexcept {
   static std::atomic<bool> said{false};
   if (said.exchange(true)) return;
-  log_noexcept(spdlog::level::warn,
+  log_noexcept(LogLevel::warn,
                "more than {} CUDA contexts alive at once in this process: allocations of "
                "further contexts go to the driver uncached and are not in luma's statistics",
                ContextTable::kMaxContexts);
@@ -123,7 +123,7 @@ void warn_table_full() noexcept {
           s.live.writer_for(&e->allocator.cache(), device, limit, group),
           e->allocator.has_plan() ? s.live.writer_for(&e->allocator, device, limit, group) : nullptr);
     }
-    log().debug("serving context {} of device {}", static_cast<void*>(ctx), device);
+    log_noexcept(LogLevel::debug, "serving context {} of device {}", static_cast<void*>(ctx), device);
     return e;
   });
   // The order may have ended while the entry was made, before the allocators were walked.
@@ -195,7 +195,7 @@ void report_oom(State& s, ContextEntry& e, std::size_t bytes) noexcept {
     if (e.limited != nullptr) r.memory_limit = e.limited->budget().limit();
     const OomWatch::Evidence evidence = s.oom.gather(&e.allocator);
     s.oom.add_top_sites(evidence, r);
-    log_noexcept(spdlog::level::warn, "{}", core::describe_oom(r));
+    log_noexcept(LogLevel::warn, "{}", core::describe_oom(r));
     s.oom.write_snapshot(evidence, e.allocator.cache(), r, s.settings_text, call_context().stream);
   } catch (...) {  // no memory for the text either: the error code says enough
   }
@@ -314,7 +314,7 @@ void retire_entry(State& s, ContextEntry* e) noexcept {
   s.contexts.retire(e);
   s.live.release(&e->allocator.cache());  // after its memory was dropped: its slots read 0
   s.live.release(&e->allocator);
-  log_noexcept(spdlog::level::info,
+  log_noexcept(LogLevel::info,
                "context {} of device {} was destroyed; its cached memory went with it",
                static_cast<void*>(e->ctx), e->device);
 }
@@ -338,7 +338,7 @@ const RealDriver* loaded_driver() noexcept {
 }
 
 void log_internal_error(const char* where) noexcept {
-  log_noexcept(spdlog::level::err, "internal error in {}; forwarding the call to the driver", where);
+  log_noexcept(LogLevel::err, "internal error in {}; forwarding the call to the driver", where);
 }
 
 // ---- memory ----------------------------------------------------------------------------
@@ -494,7 +494,7 @@ CUresult serve_ipc_get_mem_handle(State& s, CUipcMemHandle* handle, CUdeviceptr 
     const CUresult r = s.driver.ipc_get_mem_handle(handle, dptr);
     static std::atomic<bool> said{false};
     if (!said.exchange(true, std::memory_order_relaxed))
-      log_noexcept(spdlog::level::warn,
+      log_noexcept(LogLevel::warn,
                    "cuIpcGetMemHandle({}): the block lies in an expandable segment, virtual memory "
                    "that legacy IPC cannot export (the driver answered {}); LUMA_CONF=ipc_own_segment:SIZE "
                    "gives allocations of SIZE or more a segment of their own from cuMemAlloc, "
@@ -510,7 +510,7 @@ CUresult serve_ipc_get_mem_handle(State& s, CUipcMemHandle* handle, CUdeviceptr 
     const bool first = e->driver_device.keep_exported(segment.base);
     core::SegmentRange block;
     if (first && e->allocator.block_of(as_ptr(dptr), &block) && block.base != segment.base)
-      log_noexcept(spdlog::level::warn,
+      log_noexcept(LogLevel::warn,
                    "cuIpcGetMemHandle({}): this block starts {} bytes into a luma segment of {} "
                    "bytes, and the handle maps the whole segment; a peer that adds the offset "
                    "from cuMemGetAddressRange sees this block, a peer that uses the opened "
@@ -682,7 +682,7 @@ void substitute(const char* symbol, void** pfn, int version) noexcept {
     // unseen, so every allocation asks the driver from now on (current_context.h).
     if (changes_current_context(symbol) && CurrentContext::tracking()) {
       CurrentContext::stop_tracking();
-      log_noexcept(spdlog::level::info, "{} requested at ABI {}: luma asks the driver for the current "
+      log_noexcept(LogLevel::info, "{} requested at ABI {}: luma asks the driver for the current "
                                         "context at every allocation from now on", symbol, version);
     }
     return;

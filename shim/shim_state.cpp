@@ -31,7 +31,7 @@ void initialise() noexcept {
     s->table = std::move(loaded.table);
     s->settings_text = core::format_settings(s->settings.core);
     init_logging(s->settings.log_level, s->settings.log_file);
-    for (const std::string& e : loaded.errors) log().warn("{}", e);
+    for (const std::string& e : loaded.errors) log_noexcept(LogLevel::warn, "{}", e);
     s->recorder.configure(s->settings, s->settings_text);
     s->oom.configure(s->settings, s->recorder.wanted());
     s->plans.configure(s->settings.plan);
@@ -45,9 +45,9 @@ void initialise() noexcept {
   s->stream_order.set_enabled(s->serving && s->settings.core.stream_ordered_reuse &&
                               s->settings.core.free_sync == core::FreeSync::event);
   if (!s->driver_loaded)
-    log().debug("libcuda.so.1 could not be loaded; every call is forwarded");
+    log_noexcept(LogLevel::debug, "libcuda.so.1 could not be loaded; every call is forwarded");
   else if (!s->serving && !s->settings.disable && s->settings.core.caching)
-    log().warn("the driver lacks an entry point luma needs; allocations are not cached");
+    log_noexcept(LogLevel::warn, "the driver lacks an entry point luma needs; allocations are not cached");
   if (s->serving && s->settings.core.host_cache) {
     try {
       s->host_cache = std::make_unique<PinnedHostCache>(s->driver, s->contexts, s->streams,

@@ -172,7 +172,7 @@ void install_signal_flush(const State& s) noexcept {
   if (!any) return;
   g_owner.store(getpid());
   if (!start_flusher()) {
-    log().warn("no thread for the signal flush; statistics are not written on SIGTERM/SIGINT");
+    log_noexcept(LogLevel::warn, "no thread for the signal flush; statistics are not written on SIGTERM/SIGINT");
     return;
   }
   struct sigaction sa {};

@@ -21,17 +21,17 @@ bool StreamOrder::end(const char* why) noexcept {
   }
   const bool was_single = single_.exchange(false, std::memory_order_acq_rel);
   if (!was_legacy && !was_single) return false;
-  log_noexcept(spdlog::level::info, "{}: freed blocks are fenced from now on (stream-ordered reuse ends)", why);
+  log_noexcept(LogLevel::info, "{}: freed blocks are fenced from now on (stream-ordered reuse ends)", why);
   return true;
 }
 
 bool StreamOrder::end_single(const char* why) noexcept {
   if (!single_.exchange(false, std::memory_order_acq_rel)) return false;
   if (legacy())
-    log_noexcept(spdlog::level::info,
+    log_noexcept(LogLevel::info,
                  "{}: freed blocks are reused after a barrier on the legacy stream from now on", why);
   else
-    log_noexcept(spdlog::level::info, "{}: freed blocks are fenced from now on (stream-ordered reuse ends)", why);
+    log_noexcept(LogLevel::info, "{}: freed blocks are fenced from now on (stream-ordered reuse ends)", why);
   return true;
 }
 

@@ -83,7 +83,7 @@ std::string claim_name(std::string path) {
     ::close(fd);
     if (!busy) return path;
     const std::string other = path + "." + std::to_string(getpid());
-    log().warn("LUMA_TRACE: '{}' is being written by another process (use %p in the "
+    log_noexcept(LogLevel::warn, "LUMA_TRACE: '{}' is being written by another process (use %p in the "
                "pattern); recording to '{}'",
                path, other);
     path = other;
@@ -136,16 +136,16 @@ bool TraceRecorder::open(const RealDriver& driver) noexcept {
     writer_ = core::TraceWriter::open(path_, make_header(driver), &error);
     if (!writer_) {
       open_failed_.store(true);
-      log().warn("LUMA_TRACE: cannot record to '{}' ({}); the program runs on without a trace",
+      log_noexcept(LogLevel::warn, "LUMA_TRACE: cannot record to '{}' ({}); the program runs on without a trace",
                  path_, error);
       path_.clear();
       return false;
     }
-    log().info("recording the trace to '{}'", path_);
+    log_noexcept(LogLevel::info, "recording the trace to '{}'", path_);
     open_writer_.store(writer_.get(), std::memory_order_release);
     return true;
   } catch (const std::exception& e) {
-    log().warn("LUMA_TRACE: cannot record ({}); the program runs on without a trace", e.what());
+    log_noexcept(LogLevel::warn, "LUMA_TRACE: cannot record ({}); the program runs on without a trace", e.what());
   } catch (...) {
   }
   open_failed_.store(true);
