@@ -30,6 +30,7 @@ struct SimulateOptions {
   std::string fence_latency = "0";
   std::optional<int> device;
   bool min_limit = false;
+  double limit_step = 0.005;  // x peak live
   bool json = false;
 };
 
@@ -40,7 +41,7 @@ struct Column {
 
 struct DeviceRun {
   core::SimResult result;
-  std::optional<core::MinLimit> min_limit;
+  std::optional<core::LimitScan> limits;  // --min-limit
 };
 
 [[noreturn]] void fail(int code, const std::string& message) {
@@ -111,6 +112,44 @@ std::vector<std::string> cells(const std::vector<DeviceRun>& runs, F&& f) {
   std::vector<std::string> out;
   for (const DeviceRun& r : runs) out.push_back(f(r));
   return out;
+}
+
+// Ranges of adjacent limits tried with the same answer, as "1.000-1.040" x peak live.
+std::string limit_ranges(const core::LimitScan& m, bool completes, std::uint64_t live) {
+  std::string out;
+  for (std::size_t i = 0; i < m.points.size();) {
+    if (m.points[i].completes != completes) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j + 1 < m.points.size() && m.points[j + 1].completes == completes) ++j;
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{:.3f}", ratio(m.points[i].limit, live));
+    if (j != i) out += fmt::format("-{:.3f}", ratio(m.points[j].limit, live));
+    i = j + 1;
+  }
+  return out.empty() ? "none" : out;
+}
+
+// Which limits complete: one character per limit tried (# completes, . runs out), 50 to a
+// line, then the ranges of each answer.
+void print_limit_map(const std::string& label, const core::LimitScan& m, std::uint64_t live) {
+  fmt::print("\n  memory_limit map ({}): limits from peak live, {:.3f} x peak live apart; # completes, . runs out\n",
+             label, ratio(m.step, live));
+  for (std::size_t i = 0; i < m.points.size(); i += 50) {
+    std::string line;
+    for (std::size_t k = i; k < std::min(i + 50, m.points.size()); ++k) line += m.points[k].completes ? '#' : '.';
+    fmt::print("    {:.3f} x  {}\n", ratio(m.points[i].limit, live), line);
+  }
+  fmt::print("    runs out at (x peak live): {}\n", limit_ranges(m, false, live));
+  fmt::print("    completes at (x peak live): {}\n", limit_ranges(m, true, live));
+  if (m.top_is_unlimited)
+    fmt::print("    from {:.3f} x up every limit gives the run without a limit (it never comes near it)\n",
+               ratio(m.top, live));
+  else
+    fmt::print("    pressure_divisor 1: no limit is known above which the run is the unlimited one; nothing is "
+               "claimed above {:.3f} x\n", ratio(m.top, live));
 }
 
 void print_text(const SimulateOptions& o, const std::string& format, const core::SimSequence& seq,
@@ -187,13 +226,18 @@ void print_text(const SimulateOptions& o, const std::string& format, const core:
     fpart("  free: large enough, kept whole", &A::free_fitting);
   }
   if (o.min_limit) {
-    row("smallest memory_limit that completes", cells(runs, [&](const DeviceRun& r) {
-          return fmt::format("{:.3f} x", ratio(r.min_limit->completes, live));
+    const auto x = [&](std::uint64_t b) { return fmt::format("{:.3f} x", ratio(b, live)); };
+    row("memory_limit from which all complete", cells(runs, [&](const DeviceRun& r) {
+          return r.limits->bound == 0 ? std::string("none") : x(r.limits->bound);
         }), width);
-    row("  (B)", cells(runs, [](const DeviceRun& r) { return grouped(r.min_limit->completes); }), width);
-    row("  runs out at", cells(runs, [&](const DeviceRun& r) {
-          return r.min_limit->fails == 0 ? std::string("-") : fmt::format("{:.3f} x", ratio(r.min_limit->fails, live));
+    row("  (B)", cells(runs, [](const DeviceRun& r) { return grouped(r.limits->bound); }), width);
+    row("least memory_limit that completes", cells(runs, [&](const DeviceRun& r) {
+          return r.limits->least == 0 ? std::string("none") : x(r.limits->least);
         }), width);
+    row("limits tried", cells(runs, [&](const DeviceRun& r) {
+          return fmt::format("{}, to {}", r.limits->points.size(), x(r.limits->top));
+        }), width);
+    for (std::size_t i = 0; i < runs.size(); ++i) print_limit_map(columns[i].label, *runs[i].limits, live);
   }
 }
 
@@ -237,11 +281,22 @@ nlohmann::json device_json(const core::SimSequence& seq, const std::vector<Colum
                         {"fence_wait_ns", r.fence_wait_ns},
                         {"at_peak", r.attributed ? attribution_json(r.at_peak) : nlohmann::json(nullptr)}};
     if (!r.completed) j["failed"] = {{"op", r.failed_op}, {"bytes", r.failed_bytes}};
-    if (runs[i].min_limit)
-      j["min_limit"] = {{"completes_bytes", runs[i].min_limit->completes},
-                        {"completes_over_peak_live", ratio(runs[i].min_limit->completes, seq.peak_live)},
-                        {"fails_bytes", runs[i].min_limit->fails},
-                        {"simulations", runs[i].min_limit->runs}};
+    if (const auto& m = runs[i].limits) {
+      nlohmann::json points = nlohmann::json::array();
+      for (const core::LimitScan::Point& p : m->points)
+        points.push_back({{"limit_bytes", p.limit}, {"over_peak_live", ratio(p.limit, seq.peak_live)},
+                          {"completes", p.completes}});
+      j["limit_scan"] = {{"bound_bytes", m->bound},
+                         {"bound_over_peak_live", ratio(m->bound, seq.peak_live)},
+                         {"least_completing_bytes", m->least},
+                         {"least_completing_over_peak_live", ratio(m->least, seq.peak_live)},
+                         {"step_bytes", m->step},
+                         {"top_bytes", m->top},
+                         {"top_is_unlimited", m->top_is_unlimited},
+                         {"unlimited_peak_bytes", m->unlimited_peak},
+                         {"simulations", m->runs},
+                         {"points", std::move(points)}};
+    }
     out["runs"].push_back(std::move(j));
   }
   return out;
@@ -279,7 +334,7 @@ void run_simulate(const SimulateOptions& o) {
       DeviceRun run;
       try {
         run.result = core::simulate(*seq, c.options);
-        if (o.min_limit) run.min_limit = core::find_min_limit(*seq, c.options);
+        if (o.min_limit) run.limits = core::scan_limits(*seq, c.options, o.limit_step);
       } catch (const std::invalid_argument& e) {
         fail(kExitUsage, "--conf '" + c.label + "': " + e.what());
       }
@@ -316,7 +371,10 @@ void add_simulate_command(CLI::App& app) {
                   "how long after its fence is recorded a freed block becomes reusable, on the recorded "
                   "clock: 0 (default: at once, the policy alone) or a number with ns, us, ms or s");
   cmd->add_flag("--min-limit", o->min_limit,
-                "also bisect the smallest memory_limit under which every allocation is served");
+                "also replay under memory limits from peak live up, a step apart: the limit from which every "
+                "larger one serves every allocation, the least that does, and a map of which complete");
+  cmd->add_option("--limit-step", o->limit_step, "the step of --min-limit's limits, x peak live (default 0.005)")
+      ->check(CLI::Range(0.0001, 1.0));
   cmd->add_option("--device", o->device, "simulate only this device");
   cmd->add_flag("--json", o->json, "print JSON instead of text");
   cmd->callback([o] { run_simulate(*o); });

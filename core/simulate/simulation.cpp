@@ -120,32 +120,33 @@ SimResult simulate(const SimSequence& seq, const SimOptions& o) {
   return r;
 }
 
-MinLimit find_min_limit(const SimSequence& seq, const SimOptions& o, double precision) {
-  MinLimit m;
+LimitScan scan_limits(const SimSequence& seq, const SimOptions& o, double step) {
+  LimitScan m;
   SimOptions run = o;
   run.attribute = false;
-  auto completes = [&](std::uint64_t limit) {
-    run.settings.memory_limit = limit;
-    ++m.runs;
-    return simulate(seq, run).completed;
-  };
   run.settings.memory_limit = 0;
   ++m.runs;
-  const SimResult free_run = simulate(seq, run);
-  std::uint64_t hi = std::max<std::uint64_t>(free_run.peak_reserved, 1);  // completes: the limit never bites
-  std::uint64_t lo = seq.peak_live;  // tried below: at peak live only a perfect placement fits
-  if (seq.peak_live == 0 || completes(lo)) {
-    m.completes = seq.peak_live;
-    return m;
+  m.unlimited_peak = simulate(seq, run).peak_reserved;
+  if (seq.peak_live == 0) return m;
+  const std::uint64_t d = o.settings.allocator.pressure_divisor;
+  const std::uint64_t peak = std::max(m.unlimited_peak, seq.peak_live);
+  m.top_is_unlimited = d != 1;
+  // ceil(peak x d / (d - 1)), plus one byte: the limit / d of the pressure test rounds down.
+  m.top = d == 0 ? peak : d == 1 ? 2 * peak : (peak * d + d - 2) / (d - 1) + 1;
+  m.step = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(step * double(seq.peak_live)));
+  for (std::uint64_t limit = seq.peak_live;; limit += m.step) {
+    limit = std::min(limit, m.top);
+    run.settings.memory_limit = limit;
+    ++m.runs;
+    m.points.push_back({limit, simulate(seq, run).completed});
+    if (limit == m.top) break;
   }
-  m.fails = lo;
-  const auto step = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(precision * double(seq.peak_live)));
-  while (hi - lo > step) {
-    const std::uint64_t mid = lo + (hi - lo) / 2;
-    if (completes(mid)) hi = mid; else lo = mid;
-  }
-  m.completes = hi;
-  m.fails = lo;
+  for (const LimitScan::Point& p : m.points)
+    if (p.completes) {
+      m.least = p.limit;
+      break;
+    }
+  for (auto it = m.points.rbegin(); it != m.points.rend() && it->completes; ++it) m.bound = it->limit;
   return m;
 }
 

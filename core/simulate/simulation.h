@@ -4,8 +4,8 @@
 //
 // What it measures: the peak of reserved bytes (what the device would have had to hold),
 // the driver calls, and where the excess over the bytes the program held is at that peak
-// (PeakAttribution). find_min_limit bisects the smallest memory_limit under which the
-// whole sequence is served.
+// (PeakAttribution). scan_limits tries memory limits on a grid: from which one up every
+// limit serves the whole sequence (LimitScan).
 #pragma once
 
 #include <cstdint>
@@ -81,17 +81,36 @@ struct SimResult {
 // cannot honour (memory_fraction: no device size; caching off: no allocator).
 SimResult simulate(const SimSequence& sequence, const SimOptions& options);
 
-struct MinLimit {
-  std::uint64_t completes = 0;  // the smallest memory_limit found under which it completes
-  std::uint64_t fails = 0;      // the largest found under which it does not (0: none tried)
-  unsigned runs = 0;            // simulations made
+// What memory limits a run completes under, found by trying each limit of a grid rather
+// than by bisection: completing is not monotone in the limit (a larger limit places
+// differently, and its fragmentation can end the run where a smaller one's did not), so a
+// bisection's answer can be followed by a failure at a larger limit.
+struct LimitScan {
+  struct Point {
+    std::uint64_t limit = 0;
+    bool completes = false;
+  };
+  std::vector<Point> points;  // every limit tried, ascending: peak live, then `step` apart, then `top`
+  std::uint64_t step = 0;
+  // X, the bound a user can plan with: the least limit tried from which every larger limit
+  // tried completes, and every limit above `top` too when top_is_unlimited. 0: none (the
+  // run fails at top).
+  std::uint64_t bound = 0;
+  std::uint64_t least = 0;           // the least limit tried that completes (<= bound); 0: none
+  std::uint64_t unlimited_peak = 0;  // peak reserved without a limit
+  // The largest limit tried. When top_is_unlimited, every limit from it up gives the very
+  // run without a limit, which completes: with pressure_divisor d >= 2, tight placement
+  // starts when less than limit / d is left, which never happens while reserved stays
+  // below limit x (d - 1) / d, so from unlimited_peak x d / (d - 1) up nothing differs
+  // (with d = 0, from unlimited_peak up). With d = 1 (tight from the start) no such limit
+  // is known: top is 2 x unlimited_peak and nothing is claimed above it.
+  std::uint64_t top = 0;
+  bool top_is_unlimited = false;
+  unsigned runs = 0;  // simulations made
 };
 
-// Bisection between the sequence's peak live bytes (no limit below can complete) and the
-// peak reserved without a limit (which completes), until the two are within
-// `precision` x peak live of each other. A limit is "completing" when every allocation is
-// served; the allocator is not monotone in the limit in general, so this is the boundary
-// the bisection finds, not a proof that no smaller limit completes.
-MinLimit find_min_limit(const SimSequence& sequence, const SimOptions& options, double precision = 0.001);
+// Tries peak live, every `step` x peak live above it, and `top` (LimitScan). A sequence
+// with no live bytes has nothing to scan (bound = least = 0, no points).
+LimitScan scan_limits(const SimSequence& sequence, const SimOptions& options, double step = 0.005);
 
 }  // namespace luma::core

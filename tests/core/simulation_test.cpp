@@ -267,26 +267,85 @@ TEST(Simulation, SettingsASimulationCannotHonourAreRefused) {
   EXPECT_THROW(simulate(b.s, with("memory_fraction:0.5")), std::invalid_argument);
 }
 
-TEST(Simulation, TheSmallestLimitCompletesAndOneStepLessDoesNot) {
+// A growing chain: each new buffer overlaps the last one.
+Builder growing_chain() {
   Builder b;
   std::uint32_t prev = b.alloc(0, 3 * MiB);
-  for (int i = 1; i < 40; ++i) {  // a growing chain: each new buffer overlaps the last one
+  for (int i = 1; i < 40; ++i) {
     const auto next = b.alloc(2 * i, (3 + i % 7) * MiB);
     b.free(2 * i + 1, prev);
     prev = next;
   }
+  return b;
+}
+
+TEST(Simulation, TheLimitScanSaysOfEachLimitTriedWhetherItCompletes) {
+  const Builder b = growing_chain();
   const SimOptions o = with("");
-  const MinLimit m = find_min_limit(b.s, o, 0.001);
-  EXPECT_GE(m.completes, b.s.peak_live);
-  EXPECT_LE(m.completes, simulate(b.s, o).peak_reserved);
-  SimOptions at = o;
-  at.settings.memory_limit = m.completes;
-  EXPECT_TRUE(simulate(b.s, at).completed);
-  if (m.fails != 0) {
-    at.settings.memory_limit = m.fails;
-    EXPECT_FALSE(simulate(b.s, at).completed);
-    EXPECT_LE(m.completes - m.fails, std::max<std::uint64_t>(1, b.s.peak_live / 1000));
+  const LimitScan m = scan_limits(b.s, o, 0.01);
+  ASSERT_GE(m.points.size(), 2u);
+  EXPECT_EQ(m.points.front().limit, b.s.peak_live);
+  EXPECT_EQ(m.points.back().limit, m.top);
+  EXPECT_EQ(m.step, b.s.peak_live / 100);
+  EXPECT_EQ(m.runs, m.points.size() + 1);  // and the run without a limit
+  for (std::size_t i = 1; i < m.points.size(); ++i) {  // step apart; the last, top, may be closer
+    const std::uint64_t gap = m.points[i].limit - m.points[i - 1].limit;
+    if (i + 1 < m.points.size()) {
+      EXPECT_EQ(gap, m.step) << i;
+    }
+    EXPECT_GT(gap, 0u) << i;
+    EXPECT_LE(gap, m.step) << i;
   }
+  for (const LimitScan::Point& p : m.points) {
+    SimOptions at = o;
+    at.settings.memory_limit = p.limit;
+    EXPECT_EQ(simulate(b.s, at).completed, p.completes) << p.limit;
+  }
+  ASSERT_NE(m.bound, 0u);
+  EXPECT_LE(m.least, m.bound);
+  bool above = false;
+  for (const LimitScan::Point& p : m.points) {
+    above |= p.limit == m.bound;
+    if (above) {
+      EXPECT_TRUE(p.completes) << p.limit;
+    }
+    if (p.limit < m.least) {
+      EXPECT_FALSE(p.completes) << p.limit;
+    }
+  }
+  EXPECT_TRUE(above);
+}
+
+// LimitScan::top: from it up (pressure_divisor 2: twice the peak without a limit) the run
+// is the unlimited one, byte for byte and call for call; just below the tight placement
+// starts and changes what is reserved.
+TEST(Simulation, FromTheScansTopUpTheRunIsTheOneWithoutALimit) {
+  const Builder b = growing_chain();
+  const SimOptions o = with("");
+  const SimResult free_run = simulate(b.s, o);
+  const LimitScan m = scan_limits(b.s, o, 0.05);
+  ASSERT_TRUE(m.top_is_unlimited);
+  EXPECT_EQ(m.unlimited_peak, free_run.peak_reserved);
+  EXPECT_GE(m.top, 2 * free_run.peak_reserved);
+  EXPECT_LE(m.top, 2 * free_run.peak_reserved + 2);
+  for (const std::uint64_t limit : {m.top, m.top + 1, m.top + 7 * MiB, 5 * m.top}) {
+    SimOptions at = o;
+    at.settings.memory_limit = limit;
+    const SimResult r = simulate(b.s, at);
+    EXPECT_TRUE(r.completed) << limit;
+    EXPECT_EQ(r.peak_reserved, free_run.peak_reserved) << limit;
+    EXPECT_EQ(r.reserves, free_run.reserves) << limit;
+    EXPECT_EQ(r.releases, free_run.releases) << limit;
+  }
+  SimOptions never = o;
+  never.settings.allocator.pressure_divisor = 0;
+  const LimitScan never_tight = scan_limits(b.s, never, 0.05);
+  EXPECT_EQ(never_tight.top, std::max(never_tight.unlimited_peak, b.s.peak_live));
+  SimOptions always = o;
+  always.settings.allocator.pressure_divisor = 1;
+  const LimitScan always_tight = scan_limits(b.s, always, 0.05);
+  EXPECT_FALSE(always_tight.top_is_unlimited);
+  EXPECT_EQ(always_tight.top, 2 * std::max(always_tight.unlimited_peak, b.s.peak_live));
 }
 
 // ---- reading -----------------------------------------------------------------------

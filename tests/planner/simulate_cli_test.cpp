@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -114,13 +115,51 @@ TEST(SimulateCli, SettingsSideBySideInText) {
   EXPECT_NE(r.output.find("free: segments smaller than it"), std::string::npos) << r.output;
 }
 
-TEST(SimulateCli, MinLimitIsBetweenPeakLiveAndThePeakWithoutALimit) {
-  const nlohmann::json j = json_of(luma("simulate " + torch_train().string() + " --min-limit --json", false));
+TEST(SimulateCli, MinLimitScansLimitsFromPeakLiveAndMapsWhichComplete) {
+  const nlohmann::json j =
+      json_of(luma("simulate " + torch_train().string() + " --min-limit --limit-step 0.02 --json", false));
   const nlohmann::json& run = j["devices"][0]["runs"][0];
-  const double at = run["min_limit"]["completes_over_peak_live"].get<double>();
-  EXPECT_GE(at, 1.0);
-  EXPECT_LE(at, run["peak_reserved_over_peak_live"].get<double>());
-  EXPECT_LT(run["min_limit"]["fails_bytes"].get<std::uint64_t>(), run["min_limit"]["completes_bytes"].get<std::uint64_t>());
+  const nlohmann::json& scan = run["limit_scan"];
+  const auto live = j["devices"][0]["peak_live_bytes"].get<std::uint64_t>();
+  const nlohmann::json& points = scan["points"];
+  ASSERT_GE(points.size(), 2u);
+  EXPECT_EQ(points.front()["limit_bytes"].get<std::uint64_t>(), live);
+  EXPECT_EQ(points.back()["limit_bytes"], scan["top_bytes"]);
+  EXPECT_EQ(scan["step_bytes"].get<std::uint64_t>(), static_cast<std::uint64_t>(0.02 * double(live)));
+  EXPECT_EQ(scan["simulations"].get<std::size_t>(), points.size() + 1);
+  EXPECT_TRUE(scan["top_is_unlimited"].get<bool>());
+  EXPECT_GE(scan["top_bytes"].get<std::uint64_t>(), 2 * scan["unlimited_peak_bytes"].get<std::uint64_t>());
+  const auto bound = scan["bound_bytes"].get<std::uint64_t>();
+  ASSERT_NE(bound, 0u);
+  EXPECT_LE(scan["least_completing_bytes"].get<std::uint64_t>(), bound);
+  for (const nlohmann::json& p : points) {  // X: every limit tried from it up completes
+    if (p["limit_bytes"].get<std::uint64_t>() >= bound) {
+      EXPECT_TRUE(p["completes"].get<bool>()) << p.dump();
+    }
+  }
+  EXPECT_FALSE(points.front()["completes"].get<bool>());  // at peak live only a perfect placement fits
+  const double x = scan["bound_over_peak_live"].get<double>();
+  EXPECT_GT(x, 1.0);
+  EXPECT_LE(x, run["peak_reserved_over_peak_live"].get<double>());
+
+  const LumaRun text = luma("simulate " + torch_train().string() + " --min-limit --limit-step 0.02");
+  ASSERT_EQ(text.code, 0) << text.output;
+  const std::size_t at = text.output.find("memory_limit from which all complete");
+  ASSERT_NE(at, std::string::npos) << text.output;
+  char value[32];
+  std::snprintf(value, sizeof value, "%.3f x\n", x);
+  EXPECT_EQ(text.output.find(value, at), text.output.find('\n', at) - (std::strlen(value) - 1)) << text.output;
+  EXPECT_NE(text.output.find("memory_limit map (default)"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("    1.000 x  ."), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("runs out at (x peak live): 1.000"), std::string::npos) << text.output;
+}
+
+TEST(SimulateCli, ALimitStepOutsideItsRangeIsAUsageError) {
+  for (const char* step : {"0", "-0.01", "2", "abc"}) {
+    const LumaRun r = luma("simulate " + torch_train().string() + " --min-limit --limit-step " + step);
+    EXPECT_EQ(r.code, 2) << step << ": " << r.output;
+    EXPECT_NE(r.output.find("--limit-step"), std::string::npos) << step << ": " << r.output;
+  }
 }
 
 TEST(SimulateCli, AFenceLatencyOnTheRecordedClockMakesTheReuseWait) {
