@@ -255,8 +255,12 @@ ContextEntry* owner_of(State& s, const void* ptr, core::SegmentRange* segment) n
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate the capture. luma must give the
 // same answer and the same invalidation, which only the driver can do: it asks the driver
 // for one byte. Refused: that code. Served after all (the rules said no, the driver yes):
-// the byte goes back and nullopt says luma may serve the call.
+// the byte goes back and nullopt says luma may serve the call. Under the capture gate: a
+// capture announced between the probe's allocation and its free would otherwise receive
+// that free (the driver may end a capture before luma learns of it, so luma can probe when
+// no capture forbids anything any more) and be invalidated by it.
 std::optional<CUresult> refused_by_capture(State& s) noexcept {
+  const auto held = s.captures.hold();
   if (!s.captures.forbids_unsafe_call(this_thread_id(), thread_capture_mode())) return std::nullopt;
   CUdeviceptr probe = 0;
   const CUresult r = s.driver.mem_alloc(&probe, 1);

@@ -43,6 +43,9 @@ LUMA_FAKE_API void luma_fake_set_delay_us(uint64_t us);
 // and inside cuStreamEndCapture after it has ended (no lock of the stand-in held): the
 // moment a preempted thread leaves other threads, held open. 0: none (the default).
 LUMA_FAKE_API void luma_fake_set_capture_hold_us(uint64_t us);
+// Microseconds a thread is held inside cuMemAlloc_v2 after the allocation was served (no
+// lock of the stand-in held): a thread preempted on its way out of the call. 0: none.
+LUMA_FAKE_API void luma_fake_set_alloc_hold_us(uint64_t us);
 // Gate for asynchronous stream operations: while closed (0) no queued *Async operation
 // starts, so a test can observe "still running" without timing. Default open (1).
 LUMA_FAKE_API void luma_fake_set_gate_open(int open);

@@ -9,6 +9,7 @@
 // the ranges a call names, and never frees memory at exit.
 #include <sys/mman.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -865,7 +866,11 @@ CUresult cuMemGetAddressRange(unsigned int*, unsigned int*, unsigned int) {
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
-  return allocate(dptr, bytesize, MemKind::kDevice, nullptr, true);
+  const CUresult r = allocate(dptr, bytesize, MemKind::kDevice, nullptr, true);
+  // luma_fake_set_alloc_hold_us: the moment after the allocation, held open.
+  if (const uint64_t us = state().settings.alloc_hold_us.load(); r == CUDA_SUCCESS && us != 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
+  return r;
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) { return free_sync(dptr); }

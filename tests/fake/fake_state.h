@@ -150,6 +150,9 @@ struct Settings {
   // and inside cuStreamEndCapture once it has ended (LUMA_FAKE_CAPTURE_HOLD_US): the window
   // in which the calling thread was preempted, held open.
   std::atomic<uint64_t> capture_hold_us{0};
+  // Microseconds a thread stays inside cuMemAlloc_v2 once it has served the allocation
+  // (luma_fake_set_alloc_hold_us), holding no lock of the stand-in.
+  std::atomic<uint64_t> alloc_hold_us{0};
   std::atomic<uint64_t> fail_events{0};  // every Nth event/stream call fails; 0: never
   std::atomic<uint64_t> lost_after{0};   // the device is lost after N more calls; 0: never
   // The version cuDriverGetVersion reports; cuGetProcAddress hides later entry points.

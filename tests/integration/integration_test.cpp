@@ -774,6 +774,23 @@ TEST(RealPrograms, ARefusedEndOfCaptureLeavesTheCaptureKnown) {
   EXPECT_EQ(r.result.out, plain.out);
 }
 
+// luma's capture-refusal probe (one byte asked of the driver and given back) runs under the
+// capture gate. Regression: with a capture the driver had just ended but luma still counted
+// (the main thread held inside cuStreamEndCapture), a second thread's free made luma probe,
+// and a third thread's capture, begun while the probe's allocation was held open, received
+// the probe's cuMemFree and was invalidated (its captured memsetAsync answered 901).
+TEST(RealPrograms, ACaptureBegunDuringLumasCaptureProbeIsNotInvalidated) {
+  REQUIRE_PROGRAMS();
+  Result plain = run(std::vector<std::string>{paths().prog("driver"), "capture-probe-race"},
+                     clean_env({{"LD_LIBRARY_PATH", paths().fake_dir}, {"LUMA_FAKE_CAPTURE_HOLD_US", "40000"}}));
+  ASSERT_EQ(plain.exit_code, 0) << "without luma\n" << describe(plain);
+  for (int round = 0; round < 3; ++round) {
+    LumaRun r = run_under_luma("driver", {"capture-probe-race"}, {{"LUMA_FAKE_CAPTURE_HOLD_US", "40000"}});
+    ASSERT_EQ(r.result.exit_code, 0) << "round " << round << "\n" << describe(r.result);
+    EXPECT_EQ(r.result.out, plain.out);
+  }
+}
+
 // A block freed in a capture that is then invalidated keeps its fence: the allocations
 // after the failed EndCapture do not receive the late memset queued on it before the
 // capture (and, without fences, they do: the check can fail).

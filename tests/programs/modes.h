@@ -67,6 +67,7 @@ int mode_capture_free_async(int argc, char** argv);
 int mode_capture_other_threads(int argc, char** argv);
 int mode_capture_race(int argc, char** argv);
 int mode_capture_end_refused(int argc, char** argv);
+int mode_capture_probe_race(int argc, char** argv);
 int mode_capture_blocking(int argc, char** argv);
 int mode_capture_invalidated_free(int argc, char** argv);
 int mode_capture_to_graph(int argc, char** argv);

@@ -669,4 +669,66 @@ int mode_capture_end_refused(int argc, char**) {
   return 0;
 }
 
+// A capture begun while another thread's free is inside luma's capture-refusal probe. The
+// main thread's global capture ends and the stand-in holds it inside cuStreamEndCapture
+// once it has ended (LUMA_FAKE_CAPTURE_HOLD_US), so luma still counts the capture as
+// underway. A second thread (global mode) frees a block: luma, seeing a capture that
+// forbids that thread's unsafe calls, asks the driver for one byte (served: the capture is
+// over) and gives it back, and the stand-in holds it inside cuMemAlloc_v2 meanwhile. A
+// third thread begins a global capture then: the probe's cuMemFree must not land in it.
+// Without luma the free is the program's and lands before that capture begins.
+int mode_capture_probe_race(int argc, char**) {
+  if (argc != 0) return kExitUsage;
+  const DriverCalls* D = driver_calls("capture-probe-race");
+  if (D == nullptr) return kExitSkip;
+  using namespace std::chrono_literals;
+  void* s = nullptr;
+  void* s2 = nullptr;
+  void* b = nullptr;
+  void* c = nullptr;
+  ok(A.stream_create(&s, true), "stream create (non-blocking)");
+  ok(A.stream_create(&s2, true), "second stream create (non-blocking)");
+  ok(A.alloc(&b, 4096), "alloc (freed beside the captures)");
+  ok(A.alloc(&c, 4096), "alloc (captured)");
+  ok(D->begin_capture(s, kCaptureModeGlobal), "cuStreamBeginCapture_v2 (global)");
+  ok(A.memset_async(c, 7, 4096, s), "captured memsetAsync");
+  std::atomic<int> phase{0};
+  int free_rc = -1, begin_rc = -1, captured_rc = -1, end2_rc = -1;
+  std::thread freer([&] {
+    while (phase.load() < 1) std::this_thread::yield();
+    std::this_thread::sleep_for(5ms);  // the main thread's capture has ended in the driver
+    const bool held = set_stand_in_alloc_hold(20000);
+    phase = 2;
+    free_rc = A.free(b);
+    if (held) set_stand_in_alloc_hold(0);
+  });
+  std::thread capturer([&] {
+    while (phase.load() < 2) std::this_thread::yield();
+    std::this_thread::sleep_for(5ms);  // the freer is inside luma's probe, if luma probes
+    begin_rc = D->begin_capture(s2, kCaptureModeGlobal);
+    if (begin_rc != 0) return;
+    captured_rc = A.memset_async(c, 9, 4096, s2);
+    void* g = nullptr;
+    end2_rc = D->end_capture(s2, &g);
+    if (g != nullptr) D->graph_destroy(g);
+  });
+  phase = 1;
+  void* graph = nullptr;
+  const int end = D->end_capture(s, &graph);
+  freer.join();
+  capturer.join();
+  std::printf("capture-probe-race: end %d; the other thread's free %d; the third thread's begin %d, "
+              "captured memsetAsync %d, end %d\n", end, free_rc, begin_rc, captured_rc, end2_rc);
+  expect(end, 0, "the main thread's cuStreamEndCapture");
+  expect(free_rc, 0, "the second thread's free");
+  expect(begin_rc, 0, "the third thread's cuStreamBeginCapture_v2");
+  expect(captured_rc, 0, "the third thread's captured memsetAsync");
+  expect(end2_rc, 0, "the third thread's cuStreamEndCapture (its capture not invalidated)");
+  if (graph != nullptr) ok(D->graph_destroy(graph), "cuGraphDestroy");
+  ok(A.free(c), "free");
+  ok(A.stream_destroy(s2), "stream destroy");
+  ok(A.stream_destroy(s), "stream destroy");
+  return 0;
+}
+
 }  // namespace luma::programs

@@ -88,6 +88,15 @@ bool set_stand_in_delay(uint64_t us) {
   return set_delay != nullptr;
 }
 
+bool set_stand_in_alloc_hold(uint64_t us) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) return false;
+  auto set_hold = reinterpret_cast<void (*)(uint64_t)>(dlsym(lib, "luma_fake_set_alloc_hold_us"));
+  if (set_hold != nullptr) set_hold(us);
+  dlclose(lib);
+  return set_hold != nullptr;
+}
+
 const DriverCalls* driver_calls(const char* mode) {
   if (A.driver == nullptr)
     std::printf("%s: the %s API has no IPC or capture entry points: skipped\n", mode, A.name);

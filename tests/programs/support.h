@@ -51,6 +51,10 @@ void slow_down_stand_in_streams();
 // The stand-in's delay before each asynchronous operation; false on a real driver.
 bool set_stand_in_delay(uint64_t us);
 
+// How long the stand-in holds a thread inside cuMemAlloc_v2 once it has served it; false on
+// a real driver.
+bool set_stand_in_alloc_hold(uint64_t us);
+
 // The driver-API calls of api.h a mode needs, or nullptr after printing why it skips.
 const DriverCalls* driver_calls(const char* mode);
 

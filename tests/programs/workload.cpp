@@ -72,6 +72,7 @@ const Mode kModes[] = {
     {"capture-to-graph", "", mode_capture_to_graph},
     {"capture-race", "ROUNDS global|thread-local|relaxed|to-graph", mode_capture_race},
     {"capture-end-refused", "", mode_capture_end_refused},
+    {"capture-probe-race", "", mode_capture_probe_race},
     {"train", "(LUMA_TEST_STEPS, LUMA_TEST_DIVERGE_AT, LUMA_TEST_ADDR_LOG)", mode_train},
     {"train-streams", "(LUMA_TEST_STEPS, LUMA_TEST_DATA)", mode_train_streams},
 };
