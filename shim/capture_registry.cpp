@@ -44,17 +44,27 @@ CaptureRegistry::Hold::~Hold() {
   gate_->unlock_shared();
 }
 
-std::uint64_t CaptureRegistry::announce(CUcontext ctx, CUstream stream, CaptureMode mode,
-                                        std::uint64_t thread) {
+std::uint64_t CaptureRegistry::add(const Capture& c) {
   // A thread inside a Hold of its own cannot wait for itself (the driver does not call the
   // program back from luma's calls, so this does not happen; it must not hang if it does).
   std::unique_lock<std::shared_mutex> gate(gate_, std::defer_lock);
   if (t_holding != this) gate.lock();
   std::lock_guard lock(mutex_);
   const std::uint64_t ticket = ++next_ticket_;
-  captures_.push_back({ctx, stream, mode, thread, ticket});
+  captures_.push_back(c);
+  captures_.back().ticket = ticket;
   count_.store(captures_.size(), std::memory_order_release);
   return ticket;
+}
+
+std::uint64_t CaptureRegistry::announce(CUcontext ctx, CUstream stream, CaptureMode mode,
+                                        std::uint64_t thread) {
+  return add({ctx, stream, mode, thread, 0, false});
+}
+
+std::uint64_t CaptureRegistry::announce_context_end(CUcontext ctx) {
+  // Relaxed: forbids_unsafe_call passes it over even without the flag.
+  return add({ctx, nullptr, CaptureMode::relaxed, 0, 0, true});
 }
 
 void CaptureRegistry::withdraw(std::uint64_t ticket) noexcept {
@@ -66,7 +76,7 @@ void CaptureRegistry::withdraw(std::uint64_t ticket) noexcept {
 void CaptureRegistry::end(CUstream stream) noexcept {
   std::lock_guard lock(mutex_);
   auto it = std::find_if(captures_.begin(), captures_.end(),
-                         [&](const Capture& c) { return c.stream == stream; });
+                         [&](const Capture& c) { return !c.context_ending && c.stream == stream; });
   if (it != captures_.end()) captures_.erase(it);
   count_.store(captures_.size(), std::memory_order_release);
 }
@@ -88,14 +98,14 @@ bool CaptureRegistry::capturing(CUstream stream) const {
   if (!any()) return false;
   std::lock_guard lock(mutex_);
   return std::any_of(captures_.begin(), captures_.end(),
-                     [&](const Capture& c) { return c.stream == stream; });
+                     [&](const Capture& c) { return !c.context_ending && c.stream == stream; });
 }
 
 bool CaptureRegistry::forbids_unsafe_call(std::uint64_t thread, CaptureMode thread_mode) const {
   if (!any() || thread_mode == CaptureMode::relaxed) return false;
   std::lock_guard lock(mutex_);
   return std::any_of(captures_.begin(), captures_.end(), [&](const Capture& c) {
-    if (c.mode == CaptureMode::relaxed) return false;
+    if (c.context_ending || c.mode == CaptureMode::relaxed) return false;
     const bool own = c.thread == thread;
     if (thread_mode == CaptureMode::global) return c.mode == CaptureMode::global || own;
     return own;  // thread-local mode: only the thread's own captures count

@@ -3,7 +3,10 @@
 // (docs/cuda-facts.md, "Stream capture"). luma asks it before every call of its own that
 // a capture could refuse or be invalidated by (an event record or query, a
 // synchronization, a segment release) and before serving the program's cuMemAlloc /
-// cuMemFree, which the driver refuses in some captures.
+// cuMemFree, which the driver refuses in some captures. A context being destroyed is
+// announced here too: no call of luma's may name it from then on (docs/architecture.md,
+// "Contexts destroyed by another thread"), and every check that keeps luma's calls out of
+// a capturing context keeps them out of that one.
 //
 // Pure: no driver calls, no CUDA headers beyond opaque handles, so tests/shim can check
 // the rules alone. The common case - no capture anywhere - is one relaxed atomic load, and
@@ -44,8 +47,15 @@ class CaptureRegistry {
   // another thread once this one ended is announced after it, and stays). Unknown streams
   // are ignored.
   void end(CUstream stream) noexcept;
-  // The context is gone, its captures with it.
+  // The context is gone, its captures with it (and its announced end, below).
   void end_context(CUcontext ctx) noexcept;
+  // ctx is about to be destroyed (cuCtxDestroy, a primary context's reset or release):
+  // announced BEFORE the driver is asked, as a capture is, and waiting in the same way for
+  // every Hold to end. From then until end_context(ctx) (the destruction succeeded, after
+  // luma forgot the context) or withdraw() (refused), any_in(ctx) is true, so luma makes no
+  // fence, query, synchronization or release there; capturing(), end() and
+  // forbids_unsafe_call() do not see it (no stream captures). Throws std::bad_alloc.
+  std::uint64_t announce_context_end(CUcontext ctx);
 
   // Held across every call luma makes on its own that a capture could refuse or be
   // invalidated by, from the check of this registry that decided it to the driver's
@@ -55,8 +65,8 @@ class CaptureRegistry {
 
   // Whether any capture is underway (or announced) in the process: the fast check.
   bool any() const noexcept { return count_.load(std::memory_order_acquire) != 0; }
-  // Whether a capture is underway in ctx (luma then records no fence, makes no
-  // synchronization and releases no segment there).
+  // Whether a capture is underway in ctx, or ctx is being destroyed (luma then records no
+  // fence, makes no synchronization and releases no segment there).
   bool any_in(CUcontext ctx) const;
   // Whether `stream` is capturing.
   bool capturing(CUstream stream) const;
@@ -75,7 +85,9 @@ class CaptureRegistry {
     CaptureMode mode;
     std::uint64_t thread;
     std::uint64_t ticket;
+    bool context_ending;  // not a capture: ctx is being destroyed (announce_context_end)
   };
+  std::uint64_t add(const Capture& c);
   // Shared by Holds, exclusive for an announcement. glibc's default read-write lock
   // prefers readers: a Hold taken while an announcement waits never blocks, so a thread
   // that holds the allocator's lock and then a Hold cannot deadlock against one that

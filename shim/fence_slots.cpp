@@ -55,8 +55,21 @@ ContextFence::Outcome FenceSlots::record(Slot& s) noexcept {
 
 FenceSlots::Token FenceSlots::fence() noexcept {
   const auto held = captures_.hold();
-  const bool deferred = capturing();
-  if (!record_events_ && !deferred) {
+  if (capturing()) {
+    // A capture underway there, or the context being destroyed: nothing may be asked of
+    // the driver in it (not even to make it current), so the fence is recorded at the
+    // first poll after. Without host memory for a slot nothing can wait either: the
+    // synchronization is owed until then.
+    try {
+      const Token token = slots_.acquire();
+      slots_.at(token)->deferred = true;
+      return token;
+    } catch (...) {
+      owe_synchronization_ = true;
+      return kOwed;
+    }
+  }
+  if (!record_events_) {
     synchronize();
     return kNone;
   }
@@ -66,19 +79,13 @@ FenceSlots::Token FenceSlots::fence() noexcept {
   try {
     token = slots_.acquire();
   } catch (...) {
-    // No host memory for a slot: make the memory safe by waiting for all of it. In a
-    // capture nothing can wait: the synchronization is owed until it ended.
-    if (deferred) {
-      owe_synchronization_ = true;
-      return kOwed;
-    }
+    // No host memory for a slot: make the memory safe by waiting for all of it.
     ++synchronizations_;
     driver_.ctx_synchronize();
     return kNone;
   }
   Slot& s = *slots_.at(token);
-  s.deferred = deferred;
-  if (deferred) return token;
+  s.deferred = false;
   switch (record(s)) {
     case ContextFence::Outcome::recorded:
       return token;

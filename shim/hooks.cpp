@@ -76,6 +76,28 @@ CUresult announce_then_forward(CUstream stream, CUstreamCaptureMode mode, Args..
   return r;
 }
 
+// A context's destruction: announced to luma before the real function runs (announce gives
+// the ticket; nested calls excepted), so that no call of luma's names the context while the
+// driver destroys it or after (capture_registry.h); settled with the driver's answer.
+template <auto Real, typename Arg, typename Announce, typename Settle>
+CUresult announce_end_then_forward(Announce announce, Settle settle, Arg arg) noexcept {
+  const bool nested = RecursionGuard::active();
+  const RealDriver* d = nested ? loaded_driver() : &state().driver;
+  if (d == nullptr || d->*Real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (nested) return (d->*Real)(arg);
+  std::uint64_t ticket = 0;
+  {
+    RecursionGuard guard;
+    ticket = announce(state(), arg);
+  }
+  const CUresult r = (d->*Real)(arg);
+  {
+    RecursionGuard guard;
+    settle(state(), arg, r, ticket);
+  }
+  return r;
+}
+
 // cuGetProcAddress and _v2: the driver's answer, with luma's function substituted for the
 // ABIs luma serves. `ask` calls the real function with the driver table it is given.
 template <typename Ask>
@@ -411,15 +433,18 @@ LUMA_EXPORT CUresult cuGreenCtxStreamCreate(CUstream* stream, CUgreenCtx green, 
 // ---- context lifetime: a destroyed context takes its memory along ---------------------
 
 LUMA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
-  return forward_then_observe<&RealDriver::ctx_destroy>(on_context_destroyed, ctx);
+  return announce_end_then_forward<&RealDriver::ctx_destroy, CUcontext>(
+      on_context_destroying, on_context_destroy_answered, ctx);
 }
 
 LUMA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  return forward_then_observe<&RealDriver::primary_ctx_reset>(on_primary_context_reset, dev);
+  return announce_end_then_forward<&RealDriver::primary_ctx_reset, CUdevice>(
+      on_primary_context_ending, on_primary_context_reset_answered, dev);
 }
 
 LUMA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  return forward_then_observe<&RealDriver::primary_ctx_release>(on_primary_context_released, dev);
+  return announce_end_then_forward<&RealDriver::primary_ctx_release, CUdevice>(
+      on_primary_context_ending, on_primary_context_release_answered, dev);
 }
 
 // ---- resolution -----------------------------------------------------------------------

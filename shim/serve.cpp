@@ -307,15 +307,18 @@ bool stream_captures(const State& s, CUstream stream, bool per_thread) noexcept 
 }
 
 // The context of e is gone, its memory with it: forget it all (no driver call), and let
-// the next allocation in a context with this handle start a fresh entry.
+// the next allocation in a context with this handle start a fresh entry. Retired first:
+// another thread that finds it live afterwards (the pinned host cache making a fence in
+// every live context) would make a part of it again after the host cache forgot it, and
+// call the driver in the dead context at its next poll.
 void retire_entry(State& s, ContextEntry* e) noexcept {
+  s.contexts.retire(e);
   e->allocator.drop_device_memory();
   if (e->limited != nullptr) e->limited->forget_reserved();  // the budget gets it back
   e->driver_device.forget_events();
   e->driver_device.give_back_virtual_memory();
   if (s.host_cache != nullptr) s.host_cache->forget_context(e->ctx);
   s.streams.remove_context(e->ctx);
-  s.contexts.retire(e);
   s.live.release(&e->allocator.cache());  // after its memory was dropped: its slots read 0
   s.live.release(&e->allocator);
   log_noexcept(LogLevel::info,
@@ -610,28 +613,62 @@ void on_stream_destroying(State& s, CUstream stream) noexcept {
   s.streams.remove(stream);  // before the real destroy: no fence on a dead stream
 }
 
+// A context about to be destroyed, announced like a capture before the driver is asked:
+// from here on no other thread's fence, query, synchronization or release names it
+// (capture_registry.h), and those already under way have landed. The documentation
+// forbids any call naming a context while cuCtxDestroy runs, and its events after
+// (docs/architecture.md, "Contexts destroyed by another thread").
+std::uint64_t on_context_destroying(State& s, CUcontext ctx) noexcept {
+  if (ctx == nullptr) return 0;
+  try {
+    return s.captures.announce_context_end(ctx);
+  } catch (...) {
+    log_internal_error("a context's destruction (not announced)");
+    return 0;
+  }
+}
+
 // A destroyed context takes its memory along: after the real call succeeded, the
 // context's entry is retired (retire_entry): the segments luma cached are gone with it,
-// and a later context (even with the same handle) is served afresh.
-void on_context_destroyed(State& s, CUcontext ctx) noexcept {
-  CurrentContext::forget_everywhere();  // it was current here (popped) or elsewhere
-  s.captures.end_context(ctx);
-  if (ContextEntry* e = s.contexts.find(ctx)) retire_entry(s, e);
+// and a later context (even with the same handle) is served afresh. Only then does its
+// announcement go (end_context): until the entry is gone, another thread could still find
+// it live and call the driver in it.
+void on_context_destroy_answered(State& s, CUcontext ctx, CUresult r, std::uint64_t ticket) noexcept {
+  if (r == CUDA_SUCCESS) {
+    CurrentContext::forget_everywhere();  // it was current here (popped) or elsewhere
+    if (ContextEntry* e = s.contexts.find(ctx)) retire_entry(s, e);
+    s.captures.end_context(ctx);
+  }
+  if (ticket != 0) s.captures.withdraw(ticket);
 }
 
-void on_primary_context_reset(State& s, CUdevice device) noexcept {
-  CurrentContext::forget_everywhere();
-  retire_primary(s, device);
+std::uint64_t on_primary_context_ending(State& s, CUdevice device) noexcept {
+  CUcontext ctx = nullptr;
+  s.contexts.for_each_live([&](const ContextEntry& e) {
+    if (e.primary && e.device == device) ctx = e.ctx;
+  });
+  return on_context_destroying(s, ctx);
 }
 
-void on_primary_context_released(State& s, CUdevice device) noexcept {
-  CurrentContext::forget_everywhere();
-  // Only the last release destroys it: ask whether it is still active.
-  unsigned flags = 0;
-  int active = 1;
-  if (s.driver.primary_ctx_get_state != nullptr &&
-      s.driver.primary_ctx_get_state(device, &flags, &active) == CUDA_SUCCESS && active == 0)
+void on_primary_context_reset_answered(State& s, CUdevice device, CUresult r, std::uint64_t ticket) noexcept {
+  if (r == CUDA_SUCCESS) {
+    CurrentContext::forget_everywhere();
     retire_primary(s, device);
+  }
+  if (ticket != 0) s.captures.withdraw(ticket);
+}
+
+void on_primary_context_release_answered(State& s, CUdevice device, CUresult r, std::uint64_t ticket) noexcept {
+  if (r == CUDA_SUCCESS) {
+    CurrentContext::forget_everywhere();
+    // Only the last release destroys it: ask whether it is still active.
+    unsigned flags = 0;
+    int active = 1;
+    if (s.driver.primary_ctx_get_state != nullptr &&
+        s.driver.primary_ctx_get_state(device, &flags, &active) == CUDA_SUCCESS && active == 0)
+      retire_primary(s, device);
+  }
+  if (ticket != 0) s.captures.withdraw(ticket);
 }
 
 // Called before the driver is asked to begin the capture: from the announcement until its

@@ -67,9 +67,14 @@ void on_forwarded_free(State& s, ForwardedPath path,
 void on_mem_alloc_async(State& s, CUdeviceptr* dptr, std::size_t bytes, CUstream stream) noexcept;
 void on_stream_created(State& s, CUstream stream, unsigned flags) noexcept;
 void on_stream_destroying(State& s, CUstream stream) noexcept;  // before the real destroy
-void on_context_destroyed(State& s, CUcontext ctx) noexcept;
-void on_primary_context_reset(State& s, CUdevice device) noexcept;
-void on_primary_context_released(State& s, CUdevice device) noexcept;
+// A context's destruction (cuCtxDestroy; a primary context's reset, or a release that may
+// be its last): before the driver is asked, its announcement (capture_registry.h; the
+// ticket, 0: none); after, the driver's answer.
+std::uint64_t on_context_destroying(State& s, CUcontext ctx) noexcept;
+void on_context_destroy_answered(State& s, CUcontext ctx, CUresult r, std::uint64_t ticket) noexcept;
+std::uint64_t on_primary_context_ending(State& s, CUdevice device) noexcept;
+void on_primary_context_reset_answered(State& s, CUdevice device, CUresult r, std::uint64_t ticket) noexcept;
+void on_primary_context_release_answered(State& s, CUdevice device, CUresult r, std::uint64_t ticket) noexcept;
 // The calling thread made ctx current (cuCtxSetCurrent, cuCtxPushCurrent); its current
 // context became one luma does not know (a pop, a create); any thread's may have changed
 // (an attach, a detach). current_context.h.

@@ -254,6 +254,8 @@ void luma_fake_set_fail_every(uint64_t n) {
 void luma_fake_set_delay_us(uint64_t us) { state().settings.delay_us = us; }
 void luma_fake_set_capture_hold_us(uint64_t us) { state().settings.capture_hold_us = us; }
 void luma_fake_set_alloc_hold_us(uint64_t us) { state().settings.alloc_hold_us = us; }
+void luma_fake_set_ctx_destroy_hold_us(uint64_t us) { state().settings.ctx_destroy_hold_us = us; }
+uint64_t luma_fake_destroyed_context_uses(void) { return state().destroyed_context_uses.load(); }
 
 void luma_fake_set_gate_open(int open) {
   State& st = state();
@@ -309,6 +311,8 @@ void luma_fake_reset(void) {
   st.settings.delay_us = st.env_delay_us;
   st.settings.capture_hold_us = st.env_capture_hold_us;
   st.settings.alloc_hold_us = 0;
+  st.settings.ctx_destroy_hold_us = 0;
+  st.destroyed_context_uses = 0;
   luma_fake_set_fail_events(st.env_fail_events);
   st.injected_event_failures = 0;
   luma_fake_restore_device();

@@ -46,6 +46,14 @@ LUMA_FAKE_API void luma_fake_set_capture_hold_us(uint64_t us);
 // Microseconds a thread is held inside cuMemAlloc_v2 after the allocation was served (no
 // lock of the stand-in held): a thread preempted on its way out of the call. 0: none.
 LUMA_FAKE_API void luma_fake_set_alloc_hold_us(uint64_t us);
+// Microseconds a thread is held inside cuCtxDestroy_v2, cuDevicePrimaryCtxReset_v2 and a
+// last cuDevicePrimaryCtxRelease_v2 while the context is being destroyed (no lock of the
+// stand-in held): the destruction's window, held open. 0: none.
+LUMA_FAKE_API void luma_fake_set_ctx_destroy_hold_us(uint64_t us);
+// Calls since load (or the last reset) that named a context while it was being destroyed
+// or after it was, or an event of such a context: each was refused (CUDA_ERROR_INVALID_CONTEXT
+// for the context, CUDA_ERROR_INVALID_HANDLE for the event).
+LUMA_FAKE_API uint64_t luma_fake_destroyed_context_uses(void);
 // Gate for asynchronous stream operations: while closed (0) no queued *Async operation
 // starts, so a test can observe "still running" without timing. Default open (1).
 LUMA_FAKE_API void luma_fake_set_gate_open(int open);
@@ -80,8 +88,9 @@ LUMA_FAKE_API void luma_fake_get_host_counters(struct luma_fake_host_counters* o
 // microseconds more (the real driver's take milliseconds). 0: none (the default).
 LUMA_FAKE_API void luma_fake_set_host_alloc_us(uint64_t us);
 // Zeroes the counters (live_* keep describing live memory; peak restarts from it; the call
-// counts of the exit report) and resets capacity, failure injection (allocations, events,
-// lost device), delay, capture hold, gate and driver version to their environment defaults.
+// counts of the exit report, the uses of destroyed contexts) and resets capacity, failure
+// injection (allocations, events, lost device), delay, the capture, allocation and context
+// destruction holds, gate and driver version to their environment defaults.
 LUMA_FAKE_API void luma_fake_reset(void);
 
 #ifdef __cplusplus

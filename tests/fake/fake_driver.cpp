@@ -69,14 +69,26 @@ CUresult ready_event_call() {
 Context* current() { return t_ctx_stack.empty() ? nullptr : t_ctx_stack.back(); }
 
 namespace {
+// cuCtxDestroy (cuda.h): "It is the responsibility of the calling function to ensure that no
+// API call issues using ctx while cuCtxDestroy() is executing", and the context's resources
+// (its events among them) must not be "passed in subsequent API calls and doing so will
+// result in undefined behavior". The stand-in is strict where the driver's answer is
+// undefined: such a call is refused, and counted (luma_fake_destroyed_context_uses).
+bool used_while_destroyed(const Context& c) {
+  if (!c.destroying.load() && c.alive.load()) return false;
+  ++state().destroyed_context_uses;
+  return true;
+}
+
 Context* as_context(CUcontext c) {
   State& st = state();
   for (int i = 0; i < st.device_count; ++i) {
-    if (reinterpret_cast<Context*>(c) == &st.contexts[i]) return &st.contexts[i];
+    if (reinterpret_cast<Context*>(c) == &st.contexts[i])
+      return used_while_destroyed(st.contexts[i]) ? nullptr : &st.contexts[i];
   }
   std::lock_guard lock(st.ctx_m);
   for (Context& x : st.created_contexts)
-    if (reinterpret_cast<Context*>(c) == &x) return x.alive.load() ? &x : nullptr;
+    if (reinterpret_cast<Context*>(c) == &x) return used_while_destroyed(x) ? nullptr : &x;
   return nullptr;
 }
 
@@ -102,11 +114,24 @@ CUresult resolve(CUstream h, bool ptds, StreamPtr& out) {
 }
 
 namespace {
+// The event, if live: an event of a context being destroyed, or of an incarnation that was
+// destroyed, is refused (as_context, above) and counted.
+bool of_destroyed_context(const Event& ev) {
+  if (ev.ctx == nullptr) return false;
+  if (!ev.ctx->destroying.load() && ev.ctx->generation.load() == ev.generation) return false;
+  ++state().destroyed_context_uses;
+  return true;
+}
+
 std::shared_ptr<Event> find_event(CUevent e) {
   State& st = state();
-  std::lock_guard lock(st.handles_m);
-  auto it = st.events.find(e);
-  return it == st.events.end() ? nullptr : it->second;
+  std::shared_ptr<Event> ev;
+  {
+    std::lock_guard lock(st.handles_m);
+    auto it = st.events.find(e);
+    if (it != st.events.end()) ev = it->second;
+  }
+  return ev == nullptr || of_destroyed_context(*ev) ? nullptr : ev;
 }
 
 }  // namespace
@@ -564,6 +589,20 @@ void destroy_context_memory(Context* ctx) {
   ++st.context_resets;
 }
 
+// The context's destruction: from `destroying` on, calls naming it are refused; the hold
+// (luma_fake_set_ctx_destroy_hold_us) keeps the window open; its memory and work go; its
+// events die with this incarnation (generation).
+void destroy_context(Context* c, bool created) {
+  State& st = state();
+  c->destroying.store(true);
+  if (const uint64_t us = st.settings.ctx_destroy_hold_us.load(); us != 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
+  destroy_context_memory(c);
+  ++c->generation;
+  if (created) c->alive.store(false);
+  c->destroying.store(false);
+}
+
 CUresult ctx_sync(Context* ctx) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   // Waiting for a context whose stream captures can never finish: refused in every mode.
@@ -714,7 +753,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     if (st.primary_refs[dev] == 0) return CUDA_ERROR_INVALID_CONTEXT;
     if (--st.primary_refs[dev] > 0) return CUDA_SUCCESS;
   }
-  destroy_context_memory(&st.contexts[dev]);
+  destroy_context(&st.contexts[dev], false);
   return CUDA_SUCCESS;
 }
 
@@ -724,7 +763,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   if (CUresult r = ready_host()) return r;
   State& st = state();
   if (dev < 0 || dev >= st.device_count) return CUDA_ERROR_INVALID_DEVICE;
-  destroy_context_memory(&st.contexts[dev]);
+  destroy_context(&st.contexts[dev], false);
   return CUDA_SUCCESS;
 }
 
@@ -789,8 +828,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) {
   if (CUresult r = ready_host()) return r;
   Context* c = as_context(ctx);
   if (c == nullptr || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
-  destroy_context_memory(c);
-  c->alive.store(false);
+  destroy_context(c, true);
   for (int i = t_ctx_stack.depth; i-- > 0;)
     if (t_ctx_stack.items[i] == c) {
       for (int j = i; j + 1 < t_ctx_stack.depth; ++j) t_ctx_stack.items[j] = t_ctx_stack.items[j + 1];
@@ -1044,6 +1082,7 @@ CUresult cuEventCreate(CUevent* event, unsigned int flags) {
   auto ev = std::make_shared<Event>();
   ev->flags = flags;
   ev->ctx = current();
+  ev->generation = ev->ctx == nullptr ? 0 : ev->ctx->generation.load();
   State& st = state();
   std::lock_guard lock(st.handles_m);
   st.events[ev.get()] = ev;
@@ -1103,7 +1142,12 @@ CUresult cuEventDestroy_v2(CUevent event) {
   if (CUresult r = ready()) return r;
   State& st = state();
   std::lock_guard lock(st.handles_m);
-  return st.events.erase(event) == 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  auto it = st.events.find(event);
+  if (it == st.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  // An event of a destroyed context went with it (of_destroyed_context counts the use).
+  const bool gone = of_destroyed_context(*it->second);
+  st.events.erase(it);
+  return gone ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
 }
 
 // Page-locked host memory: page-aligned, reachable from the device at the same address

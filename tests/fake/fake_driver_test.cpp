@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <set>
 #include <string>
@@ -1077,6 +1078,60 @@ TEST_F(FakeDriver, CtxRecordEventErrors) {
   EXPECT_EQ(cuEventDestroy_v2(of_ctx1), CUDA_SUCCESS);
   EXPECT_EQ(cuEventDestroy_v2(e), CUDA_SUCCESS);
   EXPECT_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+// cuCtxDestroy: no call may name the context while it is destroyed, nor it or its events
+// after; the stand-in refuses (strict: the driver's answer is undefined) and counts each.
+// A primary context's handle outlives its reset; its events of before do not.
+TEST_F(FakeDriver, ContextsBeingDestroyedOrDestroyedAndTheirEventsAreRefusedAndCounted) {
+  CUcontext created = nullptr;
+  CUevent of_created = nullptr;
+  ASSERT_EQ(cuCtxCreate_v2(&created, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventCreate(&of_created, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(of_created, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxDestroy_v2(created), CUDA_SUCCESS);
+  EXPECT_EQ(luma_fake_destroyed_context_uses(), 0u);
+  EXPECT_EQ(cuEventQuery(of_created), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuCtxPushCurrent_v2(created), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(luma_fake_destroyed_context_uses(), 2u);
+  EXPECT_EQ(cuEventDestroy_v2(of_created), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(luma_fake_destroyed_context_uses(), 3u);
+
+  // Held open: while another thread is inside cuCtxDestroy_v2, the context is refused.
+  CUcontext doomed = nullptr;
+  CUevent of_doomed = nullptr;
+  ASSERT_EQ(cuCtxCreate_v2(&doomed, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventCreate(&of_doomed, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxPopCurrent_v2(nullptr), CUDA_SUCCESS);
+  luma_fake_set_ctx_destroy_hold_us(200000);
+  std::atomic<int> destroyed{-1};
+  std::thread destroyer([&] { destroyed = cuCtxDestroy_v2(doomed); });
+  const auto inside = [&] { return luma_fake_destroyed_context_uses() > 3u || destroyed.load() != -1; };
+  // Until the destroyer is inside the call, a push succeeds (and is taken back).
+  while (!inside() && cuCtxPushCurrent_v2(doomed) == CUDA_SUCCESS) cuCtxPopCurrent_v2(nullptr);
+  EXPECT_EQ(destroyed.load(), -1) << "the destruction is held open";
+  EXPECT_EQ(cuCtxSynchronize_v2(doomed), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cuEventQuery(of_doomed), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(luma_fake_destroyed_context_uses(), 6u);  // the push that saw it, and these two
+  destroyer.join();
+  EXPECT_EQ(destroyed.load(), CUDA_SUCCESS);
+  luma_fake_set_ctx_destroy_hold_us(0);
+
+  // A primary context: the handle works after its reset, an event of before does not.
+  ASSERT_EQ(cuCtxSetCurrent(ctx1_), CUDA_SUCCESS);
+  CUevent before = nullptr, after = nullptr;
+  ASSERT_EQ(cuEventCreate(&before, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  ASSERT_EQ(cuDevicePrimaryCtxReset_v2(1), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxSetCurrent(ctx1_), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventRecord(before, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  ASSERT_EQ(cuEventCreate(&after, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventRecord(after, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventSynchronize(after), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventDestroy_v2(after), CUDA_SUCCESS);
+  EXPECT_EQ(luma_fake_destroyed_context_uses(), 7u);
+  ASSERT_EQ(cuCtxSetCurrent(ctx0_), CUDA_SUCCESS);
+  luma_fake_reset();
+  EXPECT_EQ(luma_fake_destroyed_context_uses(), 0u);
 }
 
 // Playing an older driver: its version, and no entry point that came after it (a 12.4

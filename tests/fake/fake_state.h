@@ -85,6 +85,7 @@ using Marks = std::vector<std::pair<StreamPtr, uint64_t>>;
 struct Event {
   std::mutex m;
   Context* ctx = nullptr;  // current at cuEventCreate (cuCtxRecordEvent wants the same)
+  uint64_t generation = 0;  // ctx's generation then: the event dies with that incarnation
   Marks marks;  // empty until recorded: an unrecorded event counts as complete
   unsigned flags = 0;
   // Last recorded inside a capture sequence (then stream/seq are stale): queries and
@@ -98,6 +99,11 @@ struct Context {
   int device = 0;
   bool primary = true;               // the device's primary context (else cuCtxCreate's)
   std::atomic<bool> alive{true};     // false once cuCtxDestroy destroyed it (handles stay unique)
+  // While cuCtxDestroy, a primary context's reset or its last release runs: a call naming
+  // the context, or an event of it, is one the documentation forbids (fake_driver.cpp).
+  std::atomic<bool> destroying{false};
+  // Destructions so far: an event made before the last one is gone with that incarnation.
+  std::atomic<uint64_t> generation{0};
   StreamPtr legacy;
   std::mutex m;                  // guards streams, orders submissions
   std::vector<StreamPtr> streams;  // created and per-thread streams (not legacy)
@@ -153,6 +159,10 @@ struct Settings {
   // Microseconds a thread stays inside cuMemAlloc_v2 once it has served the allocation
   // (luma_fake_set_alloc_hold_us), holding no lock of the stand-in.
   std::atomic<uint64_t> alloc_hold_us{0};
+  // Microseconds a thread stays inside cuCtxDestroy_v2, cuDevicePrimaryCtxReset_v2 and a
+  // last cuDevicePrimaryCtxRelease_v2 while the context is being destroyed
+  // (luma_fake_set_ctx_destroy_hold_us), holding no lock of the stand-in.
+  std::atomic<uint64_t> ctx_destroy_hold_us{0};
   std::atomic<uint64_t> fail_events{0};  // every Nth event/stream call fails; 0: never
   std::atomic<uint64_t> lost_after{0};   // the device is lost after N more calls; 0: never
   // The version cuDriverGetVersion reports; cuGetProcAddress hides later entry points.
@@ -171,6 +181,8 @@ struct State {
   std::atomic<uint64_t> device_calls{0};  // calls since lost_after was set
   std::atomic<bool> lost{false};          // every call returns kLostDeviceError
   std::atomic<uint64_t> injected_event_failures{0};
+  // Calls that named a context being destroyed or destroyed, or an event of one (refused).
+  std::atomic<uint64_t> destroyed_context_uses{0};
   DeviceCounters counters[kMaxDevices];
   Context contexts[kMaxDevices];
   // Primary contexts: retain/release count (cuDevicePrimaryCtxRelease_v2 at 0 destroys its

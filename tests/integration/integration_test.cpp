@@ -791,6 +791,26 @@ TEST(RealPrograms, ACaptureBegunDuringLumasCaptureProbeIsNotInvalidated) {
   }
 }
 
+// A context destroyed (cuCtxDestroy, or the primary context reset) while another thread
+// works in a context of its own: luma's fences, polls and synchronizations for that thread
+// (its pinned blocks are fenced in every context) must never name the context being
+// destroyed, nor it once destroyed (cuCtxDestroy's rule; the stand-in holds each destruction
+// open and counts such calls). Regression: luma learned of the destruction only once the
+// driver had returned, and recorded and queried fences in the context meanwhile (some
+// 10^5 such calls in 20 rounds).
+TEST(RealPrograms, NoCallOfLumasNamesAContextAnotherThreadDestroys) {
+  REQUIRE_PROGRAMS();
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"context-destroy-race", "20"},
+                                              std::vector<std::string>{"context-destroy-race", "20", "primary"}}) {
+    Result plain = run_plain("driver", args);
+    ASSERT_EQ(plain.exit_code, 0) << "without luma\n" << describe(plain);
+    LumaRun r = run_under_luma("driver", args);
+    EXPECT_EQ(r.result.exit_code, 0) << describe(r.result);
+    EXPECT_NE(r.result.out.find("calls that named a context being destroyed or destroyed: 0\n"), std::string::npos)
+        << describe(r.result);
+  }
+}
+
 // A block freed in a capture that is then invalidated keeps its fence: the allocations
 // after the failed EndCapture do not receive the late memset queued on it before the
 // capture (and, without fences, they do: the check can fail).

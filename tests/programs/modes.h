@@ -44,6 +44,7 @@ int mode_loop_contexts(int argc, char** argv);
 int mode_reset(int argc, char** argv);
 int mode_contexts(int argc, char** argv);
 int mode_many_contexts(int argc, char** argv);
+int mode_context_destroy_race(int argc, char** argv);
 
 // modes_ipc.cpp: IPC and address ranges
 int mode_address_range(int argc, char** argv);

@@ -1,9 +1,13 @@
 // modes_contexts.cpp - the workload's modes about contexts and their memory: contexts
 // the program makes and destroys (driver API), the primary context destroyed and back,
-// and the device reset that takes the device's memory.
+// the device reset that takes the device's memory, and a context destroyed while another
+// thread works in its own.
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api.h"
@@ -138,6 +142,70 @@ int mode_many_contexts(int argc, char** argv) {
   std::printf("many-contexts: %llu created, used and destroyed: ok\n",
               static_cast<unsigned long long>(rounds));
   return 0;
+}
+
+// A context destroyed while another thread works in a context of its own: the main thread
+// makes a context, queues memsets on blocks there and frees them (cached by luma, fenced),
+// and destroys it, ROUNDS times; the stand-in holds each destruction open for 20 ms
+// (luma_fake_set_ctx_destroy_hold_us). A second thread meanwhile allocates and frees pinned
+// host blocks (whose fences luma records in every context it serves) and device blocks, in
+// the primary context. `primary`: the main thread works in the primary context and resets
+// it (cuDevicePrimaryCtxReset_v2) instead, and the second thread in a context it made.
+// Neither thread names the other's context, so the stand-in must count no call that named a
+// context being destroyed or destroyed (cuCtxDestroy's rule, tests/fake): a call luma
+// decided on before the destruction began, landing in it, shows there.
+int mode_context_destroy_race(int argc, char** argv) {
+  if (argc != 1 && argc != 2) return kExitUsage;
+  const uint64_t rounds = parse(argv[0], "ROUNDS");
+  const bool primary = argc == 2 && std::string(argv[1]) == "primary";
+  if (argc == 2 && !primary) return kExitUsage;
+  const DriverCalls* D = driver_calls("context-destroy-race");
+  if (D == nullptr) return kExitSkip;
+  const bool held = set_stand_in_ctx_destroy_hold(20000);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> pairs{0};
+  std::atomic<int> failures{0};
+  std::thread other([&] {
+    void* own = nullptr;
+    if (primary && A.ctx_create(&own) != 0) ++failures;
+    while (!stop.load()) {
+      void* h = nullptr;
+      void* d = nullptr;
+      if (D->host_alloc(&h, 64 * 1024) != 0 || D->host_free(h) != 0) ++failures;
+      if (A.alloc(&d, 4096) != 0 || A.memset_async(d, 3, 4096, nullptr) != 0 || A.free(d) != 0)
+        ++failures;
+      ++pairs;
+    }
+    if (own != nullptr && A.ctx_destroy(own) != 0) ++failures;
+  });
+  for (uint64_t round = 0; round < rounds; ++round) {
+    void* ctx = nullptr;
+    if (!primary) ok(A.ctx_create(&ctx), "context create");
+    for (size_t size : {size_t{4096}, 3 * kMiB}) {
+      void* p = nullptr;
+      ok(A.alloc(&p, size), "alloc in the context to be destroyed");
+      ok(A.memset_async(p, 5, size, nullptr), "memsetAsync in the context to be destroyed");
+      ok(A.free(p), "free in the context to be destroyed");
+    }
+    void* h = nullptr;  // a pinned block of this context, freed into luma's cache
+    ok(D->host_alloc(&h, 64 * 1024), "pinned alloc in the context to be destroyed");
+    ok(D->host_free(h), "pinned free in the context to be destroyed");
+    // The other thread is inside a few pinned pairs by now.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (primary) ok(A.device_reset(), "primary context reset");
+    else ok(A.ctx_destroy(ctx), "context destroy");
+  }
+  stop = true;
+  other.join();
+  if (held) set_stand_in_ctx_destroy_hold(0);
+  const long long uses = stand_in_destroyed_context_uses();
+  std::printf("context-destroy-race: %llu %s beside %llu pairs of the other thread (%d failed); "
+              "calls that named a context being destroyed or destroyed: %lld\n",
+              static_cast<unsigned long long>(rounds),
+              primary ? "primary context resets" : "contexts destroyed",
+              static_cast<unsigned long long>(pairs.load()), failures.load(), uses);
+  if (failures.load() != 0) fail("context-destroy-race: the other thread's calls", failures.load());
+  return uses > 0 ? kExitWrong : 0;
 }
 
 }  // namespace luma::programs

@@ -88,13 +88,34 @@ bool set_stand_in_delay(uint64_t us) {
   return set_delay != nullptr;
 }
 
-bool set_stand_in_alloc_hold(uint64_t us) {
+namespace {
+// A function of the stand-in's control API, or nullptr on a real driver (the library stays
+// loaded: the program links or loaded it already).
+template <typename Fn>
+Fn* stand_in_function(const char* name) {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (lib == nullptr) return false;
-  auto set_hold = reinterpret_cast<void (*)(uint64_t)>(dlsym(lib, "luma_fake_set_alloc_hold_us"));
-  if (set_hold != nullptr) set_hold(us);
+  if (lib == nullptr) return nullptr;
+  auto* fn = reinterpret_cast<Fn*>(dlsym(lib, name));
   dlclose(lib);
+  return fn;
+}
+}  // namespace
+
+bool set_stand_in_alloc_hold(uint64_t us) {
+  auto* set_hold = stand_in_function<void(uint64_t)>("luma_fake_set_alloc_hold_us");
+  if (set_hold != nullptr) set_hold(us);
   return set_hold != nullptr;
+}
+
+bool set_stand_in_ctx_destroy_hold(uint64_t us) {
+  auto* set_hold = stand_in_function<void(uint64_t)>("luma_fake_set_ctx_destroy_hold_us");
+  if (set_hold != nullptr) set_hold(us);
+  return set_hold != nullptr;
+}
+
+long long stand_in_destroyed_context_uses() {
+  auto* uses = stand_in_function<uint64_t()>("luma_fake_destroyed_context_uses");
+  return uses != nullptr ? static_cast<long long>(uses()) : -1;
 }
 
 const DriverCalls* driver_calls(const char* mode) {

@@ -55,6 +55,14 @@ bool set_stand_in_delay(uint64_t us);
 // a real driver.
 bool set_stand_in_alloc_hold(uint64_t us);
 
+// How long the stand-in holds a thread inside a context's destruction; false on a real
+// driver.
+bool set_stand_in_ctx_destroy_hold(uint64_t us);
+
+// The stand-in's count of refused calls that named a context being destroyed or destroyed
+// (or an event of one); -1 on a real driver.
+long long stand_in_destroyed_context_uses();
+
 // The driver-API calls of api.h a mode needs, or nullptr after printing why it skips.
 const DriverCalls* driver_calls(const char* mode);
 

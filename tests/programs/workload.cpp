@@ -55,6 +55,7 @@ const Mode kModes[] = {
     {"reset", "", mode_reset},
     {"contexts", "", mode_contexts},
     {"many-contexts", "N", mode_many_contexts},
+    {"context-destroy-race", "ROUNDS [primary]", mode_context_destroy_race},
     {"address-range", "", mode_address_range},
     {"free-async-cached", "", mode_free_async_cached},
     {"ipc-ranges", "[N]", mode_ipc_ranges},

@@ -150,5 +150,49 @@ TEST(CaptureGate, AnEndTakesTheStreamsOldestAnnouncement) {
   EXPECT_FALSE(r.any());
 }
 
+// A context's announced end keeps luma's calls out of it (any_in) without being a capture:
+// no stream captures, nothing the program calls is forbidden, a stream's end (even of the
+// NULL stream) leaves it; the withdrawal or the context's end takes it.
+TEST(CaptureRegistry, AContextsAnnouncedEndIsNoCapture) {
+  CaptureRegistry r;
+  const std::uint64_t ticket = r.announce_context_end(ctx(0));
+  EXPECT_TRUE(r.any());
+  EXPECT_TRUE(r.any_in(ctx(0)));
+  EXPECT_FALSE(r.any_in(ctx(1)));
+  EXPECT_FALSE(r.capturing(nullptr));
+  for (CaptureMode m : {CaptureMode::global, CaptureMode::thread_local_mode, CaptureMode::relaxed})
+    EXPECT_FALSE(r.forbids_unsafe_call(this_thread_id(), m));
+  r.end(nullptr);
+  EXPECT_TRUE(r.any_in(ctx(0)));
+  r.withdraw(ticket);
+  EXPECT_FALSE(r.any());
+  r.announce_context_end(ctx(0));
+  r.announce(ctx(0), stream(1), CaptureMode::global, kCapturer);
+  r.end_context(ctx(0));
+  EXPECT_FALSE(r.any());
+}
+
+// Like a capture's, a context's announced end waits for the Holds in flight: a fence
+// decided before it reaches the driver before the destruction begins.
+TEST(CaptureGate, AContextsAnnouncedEndWaitsForEveryHoldInFlight) {
+  CaptureRegistry r;
+  std::atomic<bool> announced{false};
+  std::thread destroyer;
+  {
+    const auto held = r.hold();
+    destroyer = std::thread([&] {
+      r.announce_context_end(ctx(0));
+      announced = true;
+    });
+    for (int i = 0; i < 50; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ASSERT_FALSE(announced.load());
+      ASSERT_FALSE(r.any_in(ctx(0)));
+    }
+  }
+  destroyer.join();
+  EXPECT_TRUE(r.any_in(ctx(0)));
+}
+
 }  // namespace
 }  // namespace luma::shim
