@@ -207,7 +207,13 @@ Block* CachingAllocator::Impl::map_room(const Room& room, std::size_t rounded, R
     const std::uint64_t made_before = pages.made(), released_before = pages.released();
     std::size_t made = 0;
     const std::size_t unit = std::max(page_up(bytes / kPiecesPerGrowth), chunk);
-    const std::size_t got = pages.map(u->addr, bytes, mappable(u), unit, r, &made);
+    // A spare memory is mapped whole, so one that completes the range reaches past the
+    // request: by no more than the pool holds already (a move at most doubles the pool).
+    // Unbounded, a small-pool request of one page took a 1 GB memory the large pool had let
+    // go, which small blocks then pinned for the run (docs/placement.md).
+    const auto held = static_cast<std::size_t>(stats.reserved_bytes.pool[pool_index(u->pool)].current);
+    const std::size_t reach = std::min(mappable(u), std::max(bytes, held));
+    const std::size_t got = pages.map(u->addr, bytes, reach, unit, r, &made);
     if (got == 0) return nullptr;
     spare_used(before);
     stats.num_device_alloc += pages.made() - made_before;

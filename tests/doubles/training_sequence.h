@@ -211,7 +211,8 @@ class TrainingSequence {
 // The synthetic runs of the placement checks: a GPT-2-like LM fine-tuning step (bf16
 // autocast, fused attention, vocabulary 50257, batch 2-16 x length 32-1024: the shapes of
 // the kept-back GPT-2 sequence, docs/placement.md), a BERT-like encoder with eager
-// attention (L x L tensors), and a small fp32 classifier with other batch and length sets.
+// attention (L x L tensors), a small fp32 classifier with other batch and length sets, and
+// GPT-2 small at full size (19 GB live, 147 MiB first allocations).
 inline std::vector<TrainingModel> training_models() {
   TrainingModel gpt2;
   gpt2.name = "gpt2-like";
@@ -237,7 +238,20 @@ inline std::vector<TrainingModel> training_models() {
   small.lengths = {40, 80, 120, 200, 300};
   small.steps = 120;
   small.seed = 13;
-  return {gpt2, bert, small};
+  // GPT-2 small (124M parameters) fine-tuned at its full size: the shape of the kept-back
+  // GPT-2 run - first allocations of 100+ MiB (the token embedding, 147 MiB, and its Adam
+  // state), some 19 GB live at the peak (the LM head's logits at batch 16 x 1024 are
+  // 1.6-3.3 GB each).
+  TrainingModel gpt2_size;
+  gpt2_size.name = "gpt2-size";
+  gpt2_size.layers = 12, gpt2_size.d_model = 768, gpt2_size.heads = 12, gpt2_size.ffn = 3072;
+  gpt2_size.vocab = 50257;
+  gpt2_size.autocast = true;
+  gpt2_size.batches = {4, 8, 12, 16};
+  gpt2_size.lengths = {256, 512, 768, 1024};
+  gpt2_size.steps = 30;
+  gpt2_size.seed = 14;
+  return {gpt2, bert, small, gpt2_size};
 }
 
 }  // namespace luma::testing
