@@ -43,9 +43,17 @@ class ContextFence {
   Outcome record(const RealDriver& d, CUcontext ctx, StreamRegistry& streams,
                  std::vector<CUevent>& events, Take&& take, Give&& give) noexcept;
 
-  // What recording the last fence took, in ns (what a caller weighs its batches against:
-  // measured, because what cuCtxRecordEvent costs with many streams is the driver's affair).
-  std::uint64_t last_ns() const noexcept { return last_ns_; }
+  // What recording a fence costs, in ns (what a caller weighs its batches against:
+  // measured, because what cuCtxRecordEvent costs with many streams is the driver's affair):
+  // the least of the last kSamples records. The least, because a record the OS preempted
+  // or a timer interrupt lengthened took the machine's time, not the fence's: with the last
+  // record alone, one preemption made the next epoch several times larger, so how many
+  // blocks waited for a fence depended on the machine's load rather than on the program.
+  std::uint64_t cost_ns() const noexcept {
+    std::uint64_t least = samples_[0];
+    for (std::uint64_t t : samples_) least = t < least ? t : least;
+    return least;
+  }
   // False once the driver lacks cuCtxRecordEvent or refused it: fences go stream by stream.
   bool whole_context() const noexcept { return !refused_; }
 
@@ -53,8 +61,10 @@ class ContextFence {
   // cuCtxRecordEvent failed with `error` (not a capture): logs once, never tries it again.
   void refuse(int error) noexcept;
 
+  static constexpr std::size_t kSamples = 8;
   bool refused_ = false;
-  std::uint64_t last_ns_ = 0;
+  std::uint64_t samples_[kSamples] = {};  // the last records' times, ns (0: none yet)
+  std::size_t next_sample_ = 0;
 };
 
 template <typename Take, typename Give>
@@ -63,10 +73,13 @@ ContextFence::Outcome ContextFence::record(const RealDriver& d, CUcontext ctx,
                                            Take&& take, Give&& give) noexcept {
   const std::size_t first = events.size();
   const std::uint64_t start = monotonic_ns();
-  struct Timer {  // sets last_ns_ on every return
+  struct Timer {  // keeps the record's time on every return
     ContextFence& f;
     std::uint64_t start;
-    ~Timer() { f.last_ns_ = monotonic_ns() - start; }
+    ~Timer() {
+      f.samples_[f.next_sample_] = monotonic_ns() - start;
+      f.next_sample_ = (f.next_sample_ + 1) % kSamples;
+    }
   } timer{*this, start};
   bool ok = true;
   auto keep = [&](CUevent e) {

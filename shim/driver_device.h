@@ -118,7 +118,7 @@ class DriverDevice final : public core::Device {
   // the driver's cuCtxRecordEvent makes of them): epochs grow with it, so that the fence
   // costs each free little (kFenceNsPerBlock).
   std::size_t fence_batch_blocks() const noexcept override {
-    return static_cast<std::size_t>(cover_.last_ns() / kFenceNsPerBlock);
+    return static_cast<std::size_t>(cover_.cost_ns() / kFenceNsPerBlock);
   }
 
   CUcontext context() const noexcept { return ctx_; }
@@ -171,7 +171,7 @@ class DriverDevice final : public core::Device {
   std::atomic<std::uintptr_t> hi_{0};
   std::mutex exported_mutex_;             // keep_exported comes from any thread
   std::vector<const void*> exported_;     // segment bases a peer may have mapped
-  ContextFence cover_;  // fence_batch_blocks() reads what the last record took
+  ContextFence cover_;  // fence_batch_blocks() reads what a record costs
   std::uint64_t driver_errors_ = 0;
   // Virtual memory: asked once (under the allocator's lock, like every method), then the
   // answer, the context's device, and what cuMemSetAccess grants (that device and its

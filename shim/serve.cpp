@@ -595,8 +595,8 @@ CUresult serve_pointer_get_attributes(State& s, unsigned count, CUpointer_attrib
 void on_stream_created(State& s, CUstream stream, unsigned flags) noexcept {
   // A blocking stream takes part in the legacy stream's synchronization: only the
   // one-thread order ends (stream_order.h).
-  if ((flags & CU_STREAM_NON_BLOCKING) == 0 ? s.stream_order.end_single("the program made a blocking stream")
-                                            : s.stream_order.end("the program made a non-blocking stream"))
+  if (s.stream_order.observe((flags & CU_STREAM_NON_BLOCKING) == 0 ? core::FreePathFact::blocking_stream
+                                                                   : core::FreePathFact::unordered_stream))
     stream_order_ended(s);
   if ((flags & CU_STREAM_NON_BLOCKING) == 0) return;  // the legacy stream covers it
   if (!s.serves()) return;
@@ -679,7 +679,7 @@ void on_primary_context_release_answered(State& s, CUdevice device, CUresult r, 
 std::uint64_t on_capture_beginning(State& s, CUstream stream, CUstreamCaptureMode mode) noexcept {
   // A capture ends stream-ordered reuse (before it begins: the synchronization that ends
   // the order cannot be made during a capture; stream_order.h).
-  if (s.stream_order.end("a stream capture begins")) stream_order_ended(s);
+  if (s.stream_order.observe(core::FreePathFact::capture)) stream_order_ended(s);
   CUcontext ctx = nullptr;
   if (!current_context(s, &ctx)) ctx = nullptr;
   try {
@@ -704,7 +704,7 @@ void on_current_context_unknown(State& s) noexcept {
 }
 void on_contexts_changed() noexcept { CurrentContext::forget_everywhere(); }
 void on_green_stream_created(State& s) noexcept {
-  if (s.stream_order.end("the program made a stream of a green context")) stream_order_ended(s);
+  if (s.stream_order.observe(core::FreePathFact::unordered_stream)) stream_order_ended(s);
 }
 
 void on_thread_capture_mode(CUstreamCaptureMode mode) noexcept {

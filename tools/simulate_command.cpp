@@ -2,8 +2,10 @@
 // luma's caching allocator (core/simulate) under one or more settings (`--conf`, LUMA_CONF
 // syntax), side by side: the peak reserved against the run's peak live bytes (the
 // planner's lower bound), the driver calls, where the excess lies at the peak, and with
-// --min-limit the smallest memory_limit that serves the whole run. Fences complete on the
-// recorded clock plus --fence-latency. User documentation: docs/simulate.md.
+// --min-limit the smallest memory_limit that serves the whole run. The free path is the one
+// libluma.so would take for the recorded program (core/free_path), or --free-path; on the
+// fenced path fences complete on the recorded clock plus --fence-latency. User
+// documentation: docs/simulate.md.
 #include <fmt/core.h>
 
 #include <cmath>
@@ -28,6 +30,7 @@ struct SimulateOptions {
   std::string input;
   std::vector<std::string> confs;
   std::string fence_latency = "0";
+  std::string free_path;  // --free-path: empty, the rule decides
   std::optional<int> device;
   bool min_limit = false;
   double limit_step = 0.005;  // x peak live
@@ -84,7 +87,8 @@ double ratio(std::uint64_t a, std::uint64_t peak_live) {
   return peak_live == 0 ? 0.0 : double(a) / double(peak_live);
 }
 
-std::vector<Column> columns_of(const SimulateOptions& o, std::uint64_t latency) {
+std::vector<Column> columns_of(const SimulateOptions& o, std::uint64_t latency,
+                               std::optional<core::FreePath> free_path) {
   std::vector<Column> columns;
   const std::vector<std::string> confs = o.confs.empty() ? std::vector<std::string>{""} : o.confs;
   for (const std::string& conf : confs) {
@@ -95,6 +99,7 @@ std::vector<Column> columns_of(const SimulateOptions& o, std::uint64_t latency) 
     c.label = conf.empty() ? "default" : conf;
     c.options.settings = parsed.settings;
     c.options.fence_latency_ns = latency;
+    c.options.free_path = free_path;
     columns.push_back(std::move(c));
   }
   return columns;
@@ -159,11 +164,27 @@ void print_text(const SimulateOptions& o, const std::string& format, const core:
              grouped(seq.allocations), grouped(seq.frees),
              seq.has_times ? fmt::format(" over {:.3f} s", double(span) / 1e9) : " (no clock)");
   fmt::print("peak live {} B: the planner's lower bound, no allocator can hold less\n", grouped(seq.peak_live));
-  if (latency == 0)
+  // The free path of each column (the rule's, from the recording, unless --free-path).
+  bool any_fenced = false;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const std::vector<core::PathSpan>& spans = runs[i].result.paths;
+    std::string text;
+    for (std::size_t k = 0; k < spans.size(); ++k) {
+      any_fenced |= spans[k].path == core::FreePath::fenced;
+      text += k == 0 ? fmt::format("{} from the start ({})", core::free_path_name(spans[k].path), spans[k].why)
+                     : fmt::format(", then {} from op {} ({})", core::free_path_name(spans[k].path),
+                                   grouped(spans[k].from_op), spans[k].why);
+    }
+    fmt::print("free path{}: {}\n", runs.size() > 1 ? " (" + columns[i].label + ")" : std::string(), text);
+  }
+  if (!any_fenced)
+    fmt::print("fence latency: no fence is waited for on these paths (a freed block is reusable at once, or "
+               "after a legacy-stream barrier)\n");
+  else if (latency == 0)
     fmt::print("fence latency 0: a freed block is reusable as soon as it is fenced (the policy alone)\n");
   else
-    fmt::print("fence latency {}: a fence is done {} ns of recorded time after it is recorded\n",
-               o.fence_latency, grouped(latency));
+    fmt::print("fence latency {}: on the fenced path a fence is done {} ns of recorded time after it is "
+               "recorded\n", o.fence_latency, grouped(latency));
   std::size_t width = 16;
   for (const Column& c : columns) width = std::max(width, c.label.size());
   std::string header = fmt::format("  {:<38}", "");
@@ -259,6 +280,13 @@ nlohmann::json attribution_json(const core::PeakAttribution& a) {
           {"live_below_peak_bytes", a.live_below_peak}};
 }
 
+nlohmann::json paths_json(const std::vector<core::PathSpan>& spans) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const core::PathSpan& p : spans)
+    out.push_back({{"from_op", p.from_op}, {"path", core::free_path_name(p.path)}, {"why", p.why}});
+  return out;
+}
+
 nlohmann::json device_json(const core::SimSequence& seq, const std::vector<Column>& columns,
                            const std::vector<DeviceRun>& runs) {
   nlohmann::json out = {{"device", seq.device},
@@ -279,6 +307,7 @@ nlohmann::json device_json(const core::SimSequence& seq, const std::vector<Colum
                         {"fences", r.fences},
                         {"fence_waits", r.fence_waits},
                         {"fence_wait_ns", r.fence_wait_ns},
+                        {"free_paths", paths_json(r.paths)},
                         {"at_peak", r.attributed ? attribution_json(r.at_peak) : nlohmann::json(nullptr)}};
     if (!r.completed) j["failed"] = {{"op", r.failed_op}, {"bytes", r.failed_bytes}};
     if (const auto& m = runs[i].limits) {
@@ -307,7 +336,12 @@ void run_simulate(const SimulateOptions& o) {
   if (!latency)
     fail(kExitUsage, "--fence-latency '" + o.fence_latency +
                          "': expected 0 or a number with a unit ns, us, ms or s (e.g. 50us)");
-  const std::vector<Column> columns = columns_of(o, *latency);
+  std::optional<core::FreePath> free_path;
+  if (!o.free_path.empty()) {
+    free_path = core::parse_free_path(o.free_path);
+    if (!free_path) fail(kExitUsage, "--free-path '" + o.free_path + "': expected at-once, legacy or fenced");
+  }
+  const std::vector<Column> columns = columns_of(o, *latency, free_path);
   core::SimInput input;
   try {
     input = core::read_sim_input(o.input);
@@ -368,8 +402,13 @@ void add_simulate_command(CLI::App& app) {
                   "allocator settings in LUMA_CONF syntax (key:value,...); repeat to compare several side by "
                   "side (default: luma's defaults)");
   cmd->add_option("--fence-latency", o->fence_latency,
-                  "how long after its fence is recorded a freed block becomes reusable, on the recorded "
-                  "clock: 0 (default: at once, the policy alone) or a number with ns, us, ms or s");
+                  "on the fenced path, how long after its fence is recorded a freed block becomes reusable, "
+                  "on the recorded clock: 0 (default: at once, the policy alone) or a number with ns, us, ms "
+                  "or s");
+  cmd->add_option("--free-path", o->free_path,
+                  "the free path for the whole run: at-once, legacy (after a legacy-stream barrier) or fenced "
+                  "(default: the one libluma.so would take, decided from the recording's threads, streams and "
+                  "contexts)");
   cmd->add_flag("--min-limit", o->min_limit,
                 "also replay under memory limits from peak live up, a step apart: the limit from which every "
                 "larger one serves every allocation, the least that does, and a map of which complete");

@@ -7,13 +7,14 @@
 // t + fence latency: the latency stands for how far the GPU's work runs behind the
 // program's calls (0: every fence is done when recorded, the policy alone). A wait for a
 // fence not yet done is allowed (the program would stall; the replay's clock does not move,
-// the stall is counted). free_sync picks the fence mode as the shim's driver device does:
+// the stall is counted; on the legacy path a fence is a barrier, done when recorded). free_sync picks the fence mode as the shim's driver device does:
 // event -> batched, none -> no fences, device -> a synchronization at each free (no fence
 // left to wait for).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "base/device.h"
@@ -53,20 +54,41 @@ class SimulatedDevice final : public Device {
     next_ += (bytes + kGrain - 1) / kGrain * kGrain;
     return {reinterpret_cast<void*>(base), 0};
   }
-  bool release_address(void*, std::size_t) noexcept override { return true; }
+  // A memory is held until it is released and its last mapping is gone, as the driver
+  // frees it ("when all outstanding mappings to the memory are unmapped and when all
+  // outstanding references to the handle ... are also released", cuMemRelease in cuda.h):
+  // a memory released while still mapped costs the device until the unmap. Freeing an
+  // address range unmaps what it holds.
+  bool release_address(void* base, std::size_t bytes) noexcept override {
+    const auto lo = reinterpret_cast<std::uintptr_t>(base);
+    for (auto it = mappings_.lower_bound(lo); it != mappings_.end() && it->first < lo + bytes;)
+      it = unmap(it);
+    return true;
+  }
   Memory create_memory(std::size_t bytes) noexcept override {
     ++reserves_;
     held_ += bytes;
     if (held_ > peak_) peak_ = held_;
-    return {++memories_, 0};
+    memories_.push_back({bytes, 0, false});
+    return {memories_.size(), 0};
   }
-  bool release_memory(std::uint64_t, std::size_t bytes) noexcept override {
+  bool release_memory(std::uint64_t memory, std::size_t) noexcept override {
     ++releases_;
-    held_ -= bytes;
+    MemoryState& m = memories_[memory - 1];
+    m.released = true;
+    if (m.mappings == 0) held_ -= m.bytes;
     return true;
   }
-  int map_memory(void*, std::uint64_t, std::size_t, std::size_t) noexcept override { return 0; }
-  bool unmap_memory(void*, std::size_t) noexcept override { return true; }
+  int map_memory(void* addr, std::uint64_t memory, std::size_t, std::size_t) noexcept override {
+    ++memories_[memory - 1].mappings;
+    mappings_[reinterpret_cast<std::uintptr_t>(addr)] = memory;
+    return 0;
+  }
+  bool unmap_memory(void* addr, std::size_t) noexcept override {
+    const auto it = mappings_.find(reinterpret_cast<std::uintptr_t>(addr));
+    if (it != mappings_.end()) unmap(it);
+    return true;
+  }
 
   FenceMode fence_mode() const noexcept override {
     switch (free_sync_) {
@@ -76,8 +98,11 @@ class SimulatedDevice final : public Device {
     }
     return FenceMode::per_free;
   }
+  // Whether fences are real (the fenced path), else each is a barrier on the legacy stream
+  // that makes an epoch reusable when it closes (the legacy path: shim/driver_device.h).
+  void set_fenced(bool fenced) noexcept { fenced_ = fenced; }
   Fence record_fence() noexcept override {
-    if (latency_ == 0 || free_sync_ == FreeSync::device) return kNoFence;
+    if (!fenced_ || latency_ == 0 || free_sync_ == FreeSync::device) return kNoFence;
     ready_.push_back(now_ + latency_);
     return ready_.size();  // fence k is ready_[k - 1]
   }
@@ -105,11 +130,24 @@ class SimulatedDevice final : public Device {
   static constexpr std::size_t kAddressSpace = std::size_t{256} << 30;
   const FreeSync free_sync_;
   const std::uint64_t latency_;
+  bool fenced_ = true;
   std::uint64_t now_ = 0;
   std::uintptr_t next_ = std::uintptr_t{1} << 44;
   std::size_t held_ = 0, peak_ = 0;
   std::uint64_t reserves_ = 0, releases_ = 0;
-  std::uint64_t memories_ = 0;  // handles given out
+  struct MemoryState {
+    std::size_t bytes;
+    std::uint32_t mappings;
+    bool released;
+  };
+  std::vector<MemoryState> memories_;              // by handle - 1
+  std::map<std::uintptr_t, std::uint64_t> mappings_;  // mapped address -> handle
+
+  std::map<std::uintptr_t, std::uint64_t>::iterator unmap(std::map<std::uintptr_t, std::uint64_t>::iterator it) {
+    MemoryState& m = memories_[it->second - 1];
+    if (--m.mappings == 0 && m.released) held_ -= m.bytes;
+    return mappings_.erase(it);
+  }
   std::vector<std::uint64_t> ready_;  // per fence: the time it is done
   std::uint64_t waits_ = 0, wait_ns_ = 0;
 };

@@ -11,8 +11,13 @@
 #include <sstream>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
+#include <optional>
+
 #include "planner/input/csv_reader.h"
 #include "planner/input/rmm_log_reader.h"
+#include "planner/input/text_fields.h"
 #include "planner/lower_bound.h"
 #include "trace/trace_reader.h"
 
@@ -34,20 +39,64 @@ std::string slurp(const std::string& path, std::size_t most = ~std::size_t{0}) {
   return bytes;
 }
 
+// Whether a recorded stream is the program's own: not the legacy stream (0, or
+// CU_STREAM_LEGACY, 0x1) nor a per-thread default stream (CU_STREAM_PER_THREAD, 0x2).
+bool own_stream(std::uint64_t stream) { return stream > 2; }
+
+// The facts of a whole process, shown to each device's sequence from the op where it
+// showed (a second device in a trace is a second context for every device).
+class ProcessFacts {
+ public:
+  // `s` is new: it learns every fact already seen, from its first op.
+  void add_sequence(SimSequence& s) {
+    for (const auto& [fact, evidence] : seen_) s.facts.push_back({0, fact, evidence});
+    sequences_.push_back(&s);
+  }
+  void note(FreePathFact fact, const std::string& evidence) {
+    if (facts_.has(fact)) return;
+    facts_.add(fact);
+    seen_.emplace_back(fact, evidence);
+    for (SimSequence* s : sequences_) s->facts.push_back({s->ops.size(), fact, evidence});
+  }
+  bool has(FreePathFact fact) const { return facts_.has(fact); }
+
+ private:
+  FreePathFacts facts_;
+  std::vector<std::pair<FreePathFact, std::string>> seen_;
+  std::vector<SimSequence*> sequences_;
+};
+
 // A luma trace: every device's alloc and free_requested events, in file order (the
 // allocator's order). A free of an address the trace never saw allocated (made before the
-// trace began) is left out, as the planner's trace reader does.
+// trace began) is left out, as the planner's trace reader does. Facts: a second thread id,
+// a second device (a second context), a stream of the program's own (strict: a trace does
+// not say whether it was made blocking, so it counts as one that is not).
 SimInput read_trace(const std::string& path, bool regular, std::string bytes) {
   SimInput in;
   in.format = "luma trace";
   std::map<int, SimSequence> devices;
   std::unordered_map<int, std::unordered_map<std::uint64_t, std::uint32_t>> live;  // device -> address -> id
+  ProcessFacts facts;
+  std::optional<std::uint64_t> first_thread;
   try {
     std::unique_ptr<TraceReader> reader =  // a file is mapped, a pipe's bytes were read
         regular ? std::make_unique<TraceReader>(path) : std::make_unique<TraceReader>(std::move(bytes), path);
     reader->read([&](const TraceEvent& e) {
       if (e.kind != EventKind::alloc && e.kind != EventKind::free_requested) return;
+      const bool new_device = devices.count(e.device) == 0;
       SimSequence& s = devices[e.device];
+      if (new_device) {
+        if (devices.size() > 1)
+          facts.note(FreePathFact::second_context, fmt::format("device {} from event {}", e.device, e.index));
+        facts.add_sequence(s);
+      }
+      if (!first_thread) first_thread = e.thread;
+      if (e.thread != *first_thread && !facts.has(FreePathFact::second_thread))
+        facts.note(FreePathFact::second_thread, fmt::format("thread {} from event {}", e.thread, e.index));
+      if (own_stream(e.stream) && !facts.has(FreePathFact::unordered_stream))
+        facts.note(FreePathFact::unordered_stream,
+                   fmt::format("stream {:#x} from event {} (a trace does not say whether it blocks)", e.stream,
+                               e.index));
       s.device = e.device;
       s.has_times = true;
       auto& addresses = live[e.device];
@@ -99,8 +148,22 @@ SimInput read_rmm(const std::string& bytes, const std::string& path) {
   SimSequence s;
   s.has_times = !log.row_time_ns.empty();
   s.ops.reserve(rows.size());
+  // Facts: a second Thread value; a Stream value other than the legacy or per-thread
+  // default streams (strict: the log does not say whether the stream blocks).
+  ProcessFacts facts;
+  facts.add_sequence(s);
   for (std::size_t r = 0; r < rows.size(); ++r) {
     if (!used[r]) continue;  // (every row is one of the two; kept for safety)
+    if (log.row_thread[r] != 0 && !facts.has(FreePathFact::second_thread))
+      facts.note(FreePathFact::second_thread, "thread " + log.threads[log.row_thread[r]] +
+                                                  " from allocate/free row " + std::to_string(r + 1));
+    if (!facts.has(FreePathFact::unordered_stream)) {
+      const std::string& stream = log.streams[log.row_stream[r]];
+      const std::optional<std::uint64_t> v = text::parse_u64(stream, /*allow_hex=*/true);
+      if (!v || own_stream(*v))
+        facts.note(FreePathFact::unordered_stream, "stream " + stream + " from allocate/free row " + std::to_string(r + 1) +
+                                                       " (an RMM log does not say whether it blocks)");
+    }
     SimOp op = rows[r];
     op.time_ns = s.has_times ? log.row_time_ns[r] : r;
     s.ops.push_back(op);

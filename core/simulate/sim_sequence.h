@@ -6,7 +6,8 @@
 // RMM log's or a CSV's size). Times are the recorded clock in ns since the first event (a
 // trace's event times, an RMM log's Time column) or, for an input without a clock (a
 // planner CSV, an RMM log whose Time does not parse), the event's position: then
-// has_times is false and no fence latency can be applied. Bad input ends in one
+// has_times is false and no fence latency can be applied. Beside the ops, the facts that
+// decide the free path the library would have taken (SimSequence::facts). Bad input ends in one
 // PlanInputError naming the file (and line or byte offset).
 #pragma once
 
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "free_path/free_path.h"
 #include "planner/lifetime.h"
 
 namespace luma::core {
@@ -25,6 +27,14 @@ struct SimOp {
   bool is_free = false;
 };
 
+// A fact the recording shows that narrows the free path (core/free_path), from op `op` of
+// the sequence on, and where the recording showed it ("thread 1276, line 12").
+struct SimFact {
+  std::size_t op = 0;
+  FreePathFact fact = FreePathFact::second_thread;
+  std::string evidence;
+};
+
 struct SimSequence {
   int device = 0;
   bool has_times = false;  // time_ns is a clock (else each op's position)
@@ -34,6 +44,10 @@ struct SimSequence {
   // The most bytes live at once (requested): the planner's lower bound on any arena
   // (core/planner/lower_bound.h), so no allocator can reserve less.
   std::uint64_t peak_live = 0;
+  // In op order, each fact once: what the recording shows of threads, streams and contexts
+  // (a luma trace: its events' threads, streams and devices, the whole process's; an RMM
+  // log: its Thread and Stream columns; a planner CSV shows none: one thread).
+  std::vector<SimFact> facts;
 };
 
 struct SimInput {

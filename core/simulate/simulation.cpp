@@ -63,6 +63,27 @@ void attribute(const CachingAllocator& alloc, const SimSequence& seq, std::size_
 
 }  // namespace
 
+std::vector<PathSpan> free_paths(const SimSequence& seq, const SimOptions& o) {
+  if (o.settings.free_sync == FreeSync::none)
+    return {{0, FreePath::at_once, "free_sync:none: frees are never fenced"}};
+  if (o.settings.free_sync == FreeSync::device)
+    return {{0, FreePath::at_once, "free_sync:device: each free waits for the device"}};
+  if (o.free_path) return {{0, *o.free_path, "--free-path"}};
+  FreePathFacts facts;
+  facts.reuse_allowed = o.settings.stream_ordered_reuse;
+  const FreePathDecision first = decide_free_path(facts);
+  std::vector<PathSpan> spans{{0, first.path, first.why}};
+  for (const SimFact& f : seq.facts) {
+    facts.add(f.fact);
+    const FreePathDecision d = decide_free_path(facts);
+    if (d.path == spans.back().path) continue;
+    PathSpan span{f.op, d.path, std::string(d.why) + " (" + f.evidence + ")"};
+    if (spans.back().from_op == f.op) spans.back() = std::move(span);  // shown before its first op
+    else spans.push_back(std::move(span));
+  }
+  return spans;
+}
+
 SimResult simulate(const SimSequence& seq, const SimOptions& o) {
   if (!o.settings.caching)
     throw std::invalid_argument("caching:false sends every call to the driver: there is no allocator to simulate");
@@ -81,8 +102,17 @@ SimResult simulate(const SimSequence& seq, const SimOptions& o) {
   CachingAllocator alloc(*dev, seq.device, o.settings.allocator);
   std::vector<void*> ptr(seq.allocations, nullptr);
   SimResult r;
+  r.paths = free_paths(seq, o);
+  // As libluma.so: the at-once path completes each free at once (the allocator's reuse at
+  // once); the legacy path's fences are barriers; the fenced path's complete on the clock.
+  std::size_t next_span = 0;
+  auto take_path = [&](FreePath path) {
+    alloc.set_reuse_at_once(path == FreePath::at_once);
+    sim.set_fenced(path == FreePath::fenced);
+  };
   for (std::size_t i = 0; i < seq.ops.size(); ++i) {
     const SimOp& op = seq.ops[i];
+    while (next_span < r.paths.size() && r.paths[next_span].from_op <= i) take_path(r.paths[next_span++].path);
     sim.set_now(op.time_ns);
     if (op.id >= ptr.size()) continue;  // (finish_sim_sequence counted them all)
     if (op.is_free) {
@@ -109,6 +139,9 @@ SimResult simulate(const SimSequence& seq, const SimOptions& o) {
       }
     }
   }
+  // The device's peak, also where a refused allocation made it grow before it failed (its
+  // memory then went back): what the device had to hold, as the driver counts it.
+  r.peak_reserved = std::max<std::uint64_t>(r.peak_reserved, sim.peak());
   const DeviceStats st = alloc.stats();
   r.reserves = sim.reserves();
   r.releases = sim.releases();

@@ -2,6 +2,10 @@
 // own CachingAllocator over a SimulatedDevice, with the settings a user gives, to see what
 // luma would reserve without running the program again (docs/simulate.md).
 //
+// The free path (core/free_path) is the one libluma.so would have taken for the program
+// the recording shows, decided by the same rule from the recording's facts, and changed at
+// the op where a fact showed, as the library changes it at the call that showed it.
+//
 // What it measures: the peak of reserved bytes (what the device would have had to hold),
 // the driver calls, and where the excess over the bytes the program held is at that peak
 // (PeakAttribution). scan_limits tries memory limits on a grid: from which one up every
@@ -9,9 +13,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "free_path/free_path.h"
 #include "settings/config.h"
 #include "simulate/sim_sequence.h"
 
@@ -52,16 +58,31 @@ struct PeakAttribution {
 
 struct SimOptions {
   Settings settings;                  // allocator options, free_sync, memory_limit (0: none)
-  std::uint64_t fence_latency_ns = 0; // SimulatedDevice: when a recorded fence is done
+  std::uint64_t fence_latency_ns = 0; // SimulatedDevice: when a recorded fence is done (fenced path)
   bool attribute = true;              // fill SimResult::at_peak (one snapshot per new peak)
+  // The free path for the whole run (`--free-path`); none: the rule decides from the
+  // sequence's facts as libluma.so would have (core/free_path).
+  std::optional<FreePath> free_path;
 };
+
+// One stretch of the replay on one free path: from op `from_op` on, and why.
+struct PathSpan {
+  std::uint64_t from_op = 0;
+  FreePath path = FreePath::fenced;
+  std::string why;  // the rule's reason, and where the recording showed it
+};
+
+// The free paths a replay of `sequence` takes under `options`, in op order (at least one).
+// With free_sync other than event the rule does not apply: free_sync:none never fences,
+// free_sync:device synchronizes at each free, so a freed block is reusable at once.
+std::vector<PathSpan> free_paths(const SimSequence& sequence, const SimOptions& options);
 
 struct SimResult {
   bool completed = true;          // every allocation was served
   std::uint64_t failed_op = 0;    // !completed: the refused allocation's position in ops
   std::uint64_t failed_bytes = 0; //   and its bytes
   std::uint64_t allocations = 0;  // allocations served
-  std::uint64_t peak_reserved = 0;
+  std::uint64_t peak_reserved = 0;  // also counts a growth an allocation made before it was refused
   std::uint64_t reserves = 0;     // driver allocations (segments reserved)
   std::uint64_t releases = 0;     // driver frees
   std::uint64_t fences = 0;       // fences recorded (0 with latency 0: done at once)
@@ -74,6 +95,7 @@ struct SimResult {
   // the refused one; nothing was reserved for it, so new_segment_rest is 0).
   PeakAttribution at_failure;
   std::vector<std::string> check_errors;  // the allocator's invariant check at the end
+  std::vector<PathSpan> paths;            // free_paths(): the free path of each stretch
 };
 
 // Replays `sequence` (a free of an allocation that was refused is skipped; the replay

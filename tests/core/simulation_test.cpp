@@ -42,6 +42,9 @@ SimOptions with(const std::string& conf, std::uint64_t latency = 0) {
   EXPECT_TRUE(p.errors.empty()) << conf;
   o.settings = p.settings;
   o.fence_latency_ns = latency;
+  // A latency applies where fences exist: a latency asks for the fenced path (a Builder's
+  // sequence shows no fact, which the rule answers with reuse at once).
+  if (latency != 0) o.free_path = FreePath::fenced;
   return o;
 }
 
@@ -235,6 +238,58 @@ TEST(Simulation, AFreedBlockWaitsForItsFenceOnTheRecordedClock) {
   const SimResult none = simulate(b.s, with("free_sync:none", 1000));
   EXPECT_EQ(none.fences, 0u);
   EXPECT_EQ(none.fence_waits, 0u);
+}
+
+// The free path: the library's rule over the sequence's facts, changed at the op where a
+// fact shows; and what each path does to a freed block.
+TEST(Simulation, TheFreePathChangesWhereTheRecordingShowsAFact) {
+  Builder b;
+  const auto a = b.alloc(0, 4096);
+  b.free(10, a);
+  b.alloc(20, 4096);
+  b.s.facts.push_back({2, FreePathFact::second_thread, "thread 2"});
+  b.s.facts.push_back({3, FreePathFact::unordered_stream, "stream 0x99"});
+  b.alloc(30, 4096);
+  b.alloc(40, 4096);
+  std::vector<PathSpan> spans = free_paths(b.s, with(""));
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[0].path, FreePath::at_once);
+  EXPECT_EQ(spans[0].from_op, 0u);
+  EXPECT_EQ(spans[1].path, FreePath::legacy);
+  EXPECT_EQ(spans[1].from_op, 2u);
+  EXPECT_NE(spans[1].why.find("thread 2"), std::string::npos) << spans[1].why;
+  EXPECT_EQ(spans[2].path, FreePath::fenced);
+  EXPECT_EQ(spans[2].from_op, 3u);
+  // Reuse off: fenced throughout. An override: that path throughout. free_sync:none: at once.
+  spans = free_paths(b.s, with("stream_ordered_reuse:false"));
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].path, FreePath::fenced);
+  SimOptions legacy = with("");
+  legacy.free_path = FreePath::legacy;
+  spans = free_paths(b.s, legacy);
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].path, FreePath::legacy);
+  spans = free_paths(b.s, with("free_sync:none"));
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].path, FreePath::at_once);
+  EXPECT_EQ(simulate(b.s, with("")).paths.size(), 3u);
+}
+
+TEST(Simulation, AtOnceAFreedBlockIsNeverPendingOnTheLegacyPathItWaitsForItsEpoch) {
+  Builder b;
+  const auto small = b.alloc(0, 4096);  // small pool
+  b.free(10, small);                    // at once: free now; legacy: pending in the open epoch
+  b.alloc(20, 12 * MiB);                // large pool: grows while the small block is pending
+  SimOptions o = with("");
+  o.free_path = FreePath::at_once;
+  SimResult r = simulate(b.s, o);
+  ASSERT_TRUE(r.attributed);
+  EXPECT_EQ(r.at_peak.pending, 0u);
+  o.free_path = FreePath::legacy;
+  r = simulate(b.s, o);
+  ASSERT_TRUE(r.attributed);
+  EXPECT_EQ(r.at_peak.pending, 4096u);
+  EXPECT_EQ(r.fences, 0u);  // barriers, no fence to wait for
 }
 
 TEST(Simulation, ABlockWaitingForItsFenceIsCountedAtThePeak) {

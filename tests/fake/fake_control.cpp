@@ -138,14 +138,18 @@ void write_counters_file() {
     std::snprintf(buf, sizeof buf,
                   "%s\n  {\"device\": %d, \"mem_alloc_calls\": %llu, \"mem_free_calls\": %llu, "
                   "\"live_allocations\": %llu, \"live_bytes\": %llu, \"peak_bytes\": %llu, "
-                  "\"failed_allocs\": %llu}",
+                  "\"failed_allocs\": %llu, \"device_peak_bytes\": %llu, "
+                  "\"mem_create_calls\": %llu, \"mem_release_calls\": %llu}",
                   d == 0 ? "" : ",", d,
                   static_cast<unsigned long long>(c.alloc_calls.load()),
                   static_cast<unsigned long long>(c.free_calls.load()),
                   static_cast<unsigned long long>(c.live_allocations.load()),
                   static_cast<unsigned long long>(c.live_bytes.load()),
                   static_cast<unsigned long long>(c.peak_bytes.load()),
-                  static_cast<unsigned long long>(c.failed_allocs.load()));
+                  static_cast<unsigned long long>(c.failed_allocs.load()),
+                  static_cast<unsigned long long>(c.device_peak_bytes.load()),
+                  static_cast<unsigned long long>(c.mem_create_calls.load()),
+                  static_cast<unsigned long long>(c.mem_release_calls.load()));
     json += buf;
   }
   // The calls whose number shows which fence design a run used (fake_call_cost.h).
@@ -238,6 +242,9 @@ int luma_fake_get_counters(int device, struct luma_fake_counters* out) {
   out->live_bytes = c.live_bytes.load();
   out->peak_bytes = c.peak_bytes.load();
   out->failed_allocs = c.failed_allocs.load();
+  out->device_peak_bytes = c.device_peak_bytes.load();
+  out->mem_create_calls = c.mem_create_calls.load();
+  out->mem_release_calls = c.mem_release_calls.load();
   return 0;
 }
 
@@ -305,6 +312,9 @@ void luma_fake_reset(void) {
     c.free_calls = 0;
     c.failed_allocs = 0;
     c.peak_bytes = c.live_bytes.load();
+    c.mem_create_calls = 0;
+    c.mem_release_calls = 0;
+    c.device_peak_bytes = c.live_bytes.load() + vmm_physical_bytes(d);
   }
   st.settings.capacity = st.env_capacity;
   luma_fake_set_fail_every(st.env_fail_every);

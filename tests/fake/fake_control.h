@@ -26,6 +26,13 @@ struct luma_fake_counters {
   uint64_t live_bytes;   // requested sizes rounded up to the 512-byte alignment
   uint64_t peak_bytes;   // highest live_bytes seen
   uint64_t failed_allocs;
+  // The device's memory at its peak as the driver holds it: the highest live_bytes plus
+  // the bytes of cuMemCreate handles not yet freed seen at once (luma's expandable segments
+  // take memory with cuMemCreate, which live_bytes never sees). A measurement of the
+  // stand-in, not a driver behaviour.
+  uint64_t device_peak_bytes;
+  uint64_t mem_create_calls;   // successful cuMemCreate of memory of this device
+  uint64_t mem_release_calls;  // successful cuMemRelease of such a handle
 };
 
 // Fills *out for device `device`; returns 0, or -1 for a device that does not exist.
@@ -87,9 +94,10 @@ LUMA_FAKE_API void luma_fake_get_host_counters(struct luma_fake_host_counters* o
 // The cost of pinning: each successful cuMemHostAlloc / cuMemAllocHost_v2 takes this many
 // microseconds more (the real driver's take milliseconds). 0: none (the default).
 LUMA_FAKE_API void luma_fake_set_host_alloc_us(uint64_t us);
-// Zeroes the counters (live_* keep describing live memory; peak restarts from it; the call
-// counts of the exit report, the uses of destroyed contexts) and resets capacity, failure
-// injection (allocations, events, lost device), delay, the capture, allocation and context
+// Zeroes the counters (live_* keep describing live memory; peak_bytes restarts from it,
+// device_peak_bytes from it plus the cuMemCreate memory held; the call counts of the exit
+// report, the uses of destroyed contexts) and resets capacity, failure injection
+// (allocations, events, lost device), delay, the capture, allocation and context
 // destruction holds, gate and driver version to their environment defaults.
 LUMA_FAKE_API void luma_fake_reset(void);
 

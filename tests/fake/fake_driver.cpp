@@ -191,8 +191,17 @@ void register_allocation(State& st, uintptr_t addr, Allocation a) {
     ++c.live_allocations;
     uint64_t live = c.live_bytes += rounded_size(a.size);
     if (live > c.peak_bytes.load()) c.peak_bytes = live;
+    note_device_bytes(a.device);
   }
   st.allocations[addr] = a;
+}
+
+void note_device_bytes(int device) {
+  DeviceCounters& c = state().counters[device];
+  const uint64_t now = c.live_bytes.load() + vmm_physical_bytes(device);
+  uint64_t seen = c.device_peak_bytes.load();
+  while (now > seen && !c.device_peak_bytes.compare_exchange_weak(seen, now)) {
+  }
 }
 
 namespace {

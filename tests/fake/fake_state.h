@@ -43,6 +43,10 @@ inline constexpr CUresult kInjectedEventError = CUDA_ERROR_UNKNOWN;
 struct DeviceCounters {
   std::atomic<uint64_t> alloc_calls{0}, free_calls{0}, live_allocations{0}, live_bytes{0},
       peak_bytes{0}, failed_allocs{0};
+  // The device's memory at its peak, both kinds (note_device_bytes), and the successful
+  // cuMemCreate / cuMemRelease calls naming the device: luma's expandable segments take
+  // their memory with cuMemCreate, which live_bytes never sees.
+  std::atomic<uint64_t> device_peak_bytes{0}, mem_create_calls{0}, mem_release_calls{0};
 };
 
 struct Context;
@@ -254,6 +258,11 @@ size_t rounded_size(size_t n);
 // Registers memory at addr as an allocation (new buffer id) and counts it when counted().
 // Caller holds mem_m.
 void register_allocation(State& st, uintptr_t addr, Allocation a);
+// Raises device_peak_bytes of `device` to what it holds now (live_bytes plus the
+// cuMemCreate memory not yet freed) if that is higher; called after either grows. Lock-free:
+// the two sums are atomics updated under different locks (mem_m, the VMM's), and each
+// caller adds before it reads, so of two growths at once at least one sees both.
+void note_device_bytes(int device);
 // Removes the allocation starting exactly at p (any kind), uncounting it; false if none.
 bool unregister(CUdeviceptr p, Allocation* out);
 // Gives the memory of an unregistered allocation back (arena, mmap or heap by kind).

@@ -259,6 +259,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   const CUmemGenericAllocationHandle h = v.next_handle++;
   v.physical[h] = Physical{fd, size, device, 0, false};
   v.physical_bytes[device] += size;
+  ++st.counters[device].mem_create_calls;
+  note_device_bytes(device);
   *handle = h;
   return CUDA_SUCCESS;
 }
@@ -273,7 +275,8 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   auto it = vmm().physical.find(handle);
   if (it == vmm().physical.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
   it->second.released = true;
-  drop_if_unused(it);
+  ++state().counters[it->second.device].mem_release_calls;
+  drop_if_unused(it);  // may erase it
   return CUDA_SUCCESS;
 }
 

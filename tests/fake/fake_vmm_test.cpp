@@ -363,6 +363,63 @@ TEST_F(FakeVmm, CreatedMemoryCountsAgainstTheCapacity) {
   ASSERT_EQ(cuMemFree_v2(d), CUDA_SUCCESS);
 }
 
+// device_peak_bytes is the device's memory at its peak counting both kinds at once: here
+// 3 MiB of cuMemAlloc and 4 MiB of cuMemCreate are live together, a peak neither kind
+// reaches alone (peak_bytes, cuMemAlloc's own, says 3 MiB). Refused calls (capacity, a
+// second release) count nowhere; a reset restarts the peak from what is held.
+TEST_F(FakeVmm, DevicePeakCountsAllocatedAndCreatedMemoryTogether) {
+  const size_t g = granularity();
+  const CUmemAllocationProp p = prop(0);
+  luma_fake_counters c{};
+  ASSERT_EQ(luma_fake_get_counters(0, &c), 0);
+  const uint64_t base = c.device_peak_bytes;  // what earlier tests left live, if anything
+  EXPECT_EQ(c.mem_create_calls, 0u);
+  EXPECT_EQ(c.mem_release_calls, 0u);
+
+  CUdeviceptr a = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&a, 3 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(luma_fake_get_counters(0, &c), 0);
+  EXPECT_EQ(c.device_peak_bytes, base + 3 * kMiB);
+  CUmemGenericAllocationHandle h = 0;
+  ASSERT_EQ(cuMemCreate(&h, 2 * g, &p, 0), CUDA_SUCCESS);
+  ASSERT_EQ(luma_fake_get_counters(0, &c), 0);
+  EXPECT_EQ(c.device_peak_bytes, base + 3 * kMiB + 2 * g);
+  EXPECT_EQ(c.peak_bytes, c.live_bytes);  // cuMemAlloc's own peak never sees cuMemCreate
+  EXPECT_EQ(c.mem_create_calls, 1u);
+
+  // Refused: past the capacity (cuMemCreate and cuMemAlloc), a release of nothing.
+  luma_fake_set_capacity(c.live_bytes + 2 * g + g);
+  CUmemGenericAllocationHandle refused = 0;
+  EXPECT_EQ(cuMemCreate(&refused, 2 * g, &p, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  CUdeviceptr b = 0;
+  EXPECT_EQ(cuMemAlloc_v2(&b, 2 * g), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cuMemRelease(h + 1000), CUDA_ERROR_INVALID_VALUE);
+
+  ASSERT_EQ(cuMemFree_v2(a), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+  // Less than the peak held again: the peak stays.
+  ASSERT_EQ(cuMemCreate(&h, g, &p, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc_v2(&a, kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(luma_fake_get_counters(0, &c), 0);
+  EXPECT_EQ(c.device_peak_bytes, base + 3 * kMiB + 2 * g);
+  EXPECT_EQ(c.mem_create_calls, 2u);
+  EXPECT_EQ(c.mem_release_calls, 1u);
+  EXPECT_EQ(c.mem_alloc_calls, 2u);
+
+  // A reset restarts it from what the device holds now: both kinds.
+  luma_fake_reset();
+  ASSERT_EQ(luma_fake_get_counters(0, &c), 0);
+  EXPECT_EQ(c.device_peak_bytes, base + kMiB + g);
+  EXPECT_EQ(c.mem_create_calls, 0u);
+  EXPECT_EQ(c.mem_release_calls, 0u);
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree_v2(a), CUDA_SUCCESS);
+  ASSERT_EQ(luma_fake_get_counters(0, &c), 0);
+  EXPECT_EQ(c.mem_release_calls, 1u);
+  EXPECT_EQ(c.device_peak_bytes, base + kMiB + g);
+}
+
 TEST_F(FakeVmm, ProcAddressKnowsThePoolAndVmmCalls) {
   void* fn = nullptr;
   CUdriverProcAddressQueryResult st = 0;

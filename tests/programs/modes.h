@@ -77,4 +77,7 @@ int mode_capture_to_graph(int argc, char** argv);
 int mode_train(int argc, char** argv);
 int mode_train_streams(int argc, char** argv);
 
+// modes_replay.cpp: a recorded program's allocations replayed from an RMM log
+int mode_replay_rmm(int argc, char** argv);
+
 }  // namespace luma::programs

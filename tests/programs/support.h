@@ -15,6 +15,9 @@ namespace luma::programs {
 constexpr int kExitWrong = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitCorrupted = 3;
+// replay-rmm: the replay stopped at an allocation refused for lack of memory (a result,
+// not an error: the JSON line says how far it got).
+constexpr int kExitOutOfMemory = 4;
 constexpr int kExitSkip = 77;
 constexpr size_t kMiB = size_t{1} << 20;
 // Long enough that the stand-in's slow memset is still queued when the program has freed,

@@ -2,7 +2,8 @@
 // (api.h), that a test runs with or without LD_PRELOAD=libluma.so and judges by its exit
 // code and output. Each mode checks its own results:
 //   exit 0 success, 1 wrong result (message on stderr), 2 bad usage or setup,
-//   3 hazard observed (CORRUPTED), 77 skipped (not enough devices; Meson's skip code).
+//   3 hazard observed (CORRUPTED), 4 out of memory (replay-rmm), 77 skipped (not enough
+//   devices; Meson's skip code).
 // Modes are deterministic and fast under the stand-ins' defaults. A mode never trusts
 // luma: it checks what a CUDA program would check.
 // This file holds the table of modes (name, arguments, function) and main; the modes are
@@ -76,6 +77,7 @@ const Mode kModes[] = {
     {"capture-probe-race", "", mode_capture_probe_race},
     {"train", "(LUMA_TEST_STEPS, LUMA_TEST_DIVERGE_AT, LUMA_TEST_ADDR_LOG)", mode_train},
     {"train-streams", "(LUMA_TEST_STEPS, LUMA_TEST_DATA)", mode_train_streams},
+    {"replay-rmm", "FILE (an RMM log; exit 4: out of memory)", mode_replay_rmm},
 };
 
 int usage() {

@@ -52,6 +52,16 @@ std::vector<Lifetime> RmmLogReader::read(std::istream& in, const std::string& so
   return read_log(in, source).lifetimes;
 }
 
+namespace {
+// The index of `value` among the distinct values seen so far (appended when new).
+std::uint32_t value_index(std::unordered_map<std::string, std::uint32_t>& index, std::vector<std::string>& values,
+                          std::string_view value) {
+  const auto [it, added] = index.try_emplace(std::string(value), static_cast<std::uint32_t>(values.size()));
+  if (added) values.emplace_back(value);
+  return it->second;
+}
+}  // namespace
+
 RmmLog RmmLogReader::read_log(std::istream& in, const std::string& source) const {
   RmmLog log;
   std::vector<Lifetime>& lifetimes = log.lifetimes;
@@ -61,6 +71,7 @@ RmmLog RmmLogReader::read_log(std::istream& in, const std::string& source) const
   std::uint64_t time = 0;  // index among allocate/free rows
   bool clock_ok = true;    // every row's Time parsed so far (RmmLog::row_time_ns)
   std::uint64_t first_clock = 0, last_clock = 0, day_offset = 0;
+  std::unordered_map<std::string, std::uint32_t> thread_index, stream_index;
   auto fail = [&](const std::string& what) -> void {
     throw PlanInputError(source + ":" + std::to_string(line_no) + ": " + what);
   };
@@ -102,6 +113,8 @@ RmmLog RmmLogReader::read_log(std::istream& in, const std::string& source) const
         log.row_time_ns.shrink_to_fit();
       }
     }
+    log.row_thread.push_back(value_index(thread_index, log.threads, f[0]));
+    log.row_stream.push_back(value_index(stream_index, log.streams, f[5]));
     auto pointer = text::parse_u64(f[3], /*allow_hex=*/true);
     if (!pointer) fail("pointer is not a number: '" + std::string(f[3]) + "'");
     if (*size > (std::uint64_t{1} << 62)) fail("size is implausibly large");

@@ -34,6 +34,11 @@ struct RmmLog {
   // that goes back by more than 12 hours has passed midnight). Empty when some row's Time
   // is not HH:MM:SS[.fraction]: lifetimes need no clock, so that is no error.
   std::vector<std::uint64_t> row_time_ns;
+  // Each allocate/free row's Thread and Stream fields, as the index of the distinct value
+  // in `threads` / `streams`, in order of first appearance (what `luma simulate` decides
+  // the free path from: core/free_path).
+  std::vector<std::uint32_t> row_thread, row_stream;
+  std::vector<std::string> threads, streams;
 };
 
 // An RMM Time field (HH:MM:SS with up to 9 fraction digits, as spdlog's %H:%M:%S.%f writes
