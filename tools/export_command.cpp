@@ -26,7 +26,7 @@ void add_export_command(CLI::App& app) {
     std::optional<double> from_s, to_s;
   };
   auto o = std::make_shared<Options>();
-  cmd->add_option("TRACE", o->input, "a luma trace or an RMM log")->required();
+  cmd->add_option("TRACE", o->input, "a luma trace, an RMM log or a PyTorch memory snapshot")->required();
   cmd->add_option("--format,-f", o->format,
                   "memviz (memory_viz snapshot pickle), chrome (Trace Event JSON), "
                   "rmm (RMM log CSV), csv (planner lifetimes id,lower,upper,size)")

@@ -1,11 +1,12 @@
-// plan_command.cpp - `luma plan INPUT`: read a luma trace, a planner CSV or an RMM log
-// (format detected by content), plan each device, print the strategies' table, write the
-// requested files. Every plan written has passed the planner's checker. With --periodic,
-// each device's repeating period is found and the warm-up plus one period is planned
-// (core/planner/periodic.h); a device without one is an error (exit 1). Plans made from a
-// luma trace are fence-aware by default (core/planner/fence_slack.h): a freed buffer's
-// bytes are kept out of reuse for --fence-slack allocations, so replay does not wait for
-// the free's fence; --fence-aware off plans the bare lifetimes.
+// plan_command.cpp - `luma plan INPUT`: read a luma trace, a planner CSV, an RMM log or a
+// PyTorch memory snapshot (format detected by content), plan each device, print the
+// strategies' table, write the requested files. Every plan written has passed the
+// planner's checker. With --periodic, each device's repeating period is found and the
+// warm-up plus one period is planned (core/planner/periodic.h); a device without one is an
+// error (exit 1). Plans made from a luma trace are fence-aware by default
+// (core/planner/fence_slack.h): a freed buffer's bytes are kept out of reuse for
+// --fence-slack allocations, so replay does not wait for the free's fence; --fence-aware
+// off plans the bare lifetimes.
 #include <fmt/core.h>
 #include <sys/stat.h>
 
@@ -22,6 +23,7 @@
 #include "device_plan.h"
 #include "io/output_file.h"
 #include "plan_files.h"
+#include "recorded_input.h"
 #include "planner/input/trace_lifetime_reader.h"
 #include "planner/fence_slack.h"
 #include "planner/input/lifetime_reader.h"
@@ -52,7 +54,30 @@ struct PlanInput {
   std::vector<core::Lifetime> lifetimes;
   std::vector<std::uint64_t> requested;  // parallel to lifetimes; empty when unknown
   std::optional<core::RunFingerprint> fingerprint;
+  std::vector<std::string> notes;  // said before the tables (a snapshot's incomplete window)
 };
+
+// A PyTorch snapshot: its devices' allocations as lifetimes on each op's position, and a
+// note for each device whose window did not see the run's start.
+PlanInput snapshot_input(const core::TorchSnapshot& snapshot, const std::string& path) {
+  PlanInput in;
+  in.lifetimes = torch_snapshot_lifetimes(snapshot);
+  for (const core::TorchDevice& d : snapshot.devices)
+    if (d.incomplete && !d.sequence.ops.empty())
+      in.notes.push_back(fmt::format("{}: device {}: {}", path, d.sequence.device,
+                                     incomplete_window_line(torch_window(d))));
+  return in;
+}
+
+// Whether the file at `path` starts as a PyTorch snapshot (or another pickle, which the
+// snapshot reader then refuses by name).
+bool is_snapshot_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(core::kHeadBytes, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return is_torch_snapshot(head) || (head.size() >= 2 && static_cast<unsigned char>(head[0]) == 0x80);
+}
 
 // The input's bytes when it is not a regular file (a pipe: `luma plan <(zcat x.csv.gz)`):
 // read once, since the format check would otherwise consume what the reader needs.
@@ -81,7 +106,11 @@ PlanInput read_input(const std::string& path) {
   PlanInput in;
   std::optional<std::string> bytes = read_unless_regular(path);
   core::TraceAllocations run;
-  if (bytes && core::trace::has_trace_magic(std::string_view(*bytes).substr(0, 16))) {
+  if (bytes && !bytes->empty() && static_cast<unsigned char>((*bytes)[0]) == 0x80) {
+    return snapshot_input(core::TorchSnapshotReader::read(*bytes, path), path);
+  } else if (!bytes && is_snapshot_file(path)) {
+    return snapshot_input(core::TorchSnapshotReader::read_file(path), path);
+  } else if (bytes && core::trace::has_trace_magic(std::string_view(*bytes).substr(0, 16))) {
     run = core::read_trace_allocations(std::move(*bytes), path, /*for_replay=*/true);
   } else if (bytes) {
     in.lifetimes = core::read_lifetimes_text(*bytes, path, core::builtin_readers());
@@ -171,6 +200,7 @@ void run_plan(const PlanOptions& o) {
   } catch (const core::PlanInputError& e) {
     fail(e.what());
   }
+  for (const std::string& note : input.notes) fmt::print("{}\n", note);
   const std::vector<core::Lifetime>& all = input.lifetimes;
   std::vector<int> devices = core::devices_of(all);
   if (o.device) {
@@ -275,10 +305,10 @@ void run_plan(const PlanOptions& o) {
 void add_plan_command(CLI::App& app) {
   auto options = std::make_shared<PlanOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "plan", "Plan device memory offline for a luma trace, an RMM log or a planner CSV");
+      "plan", "Plan device memory offline for a luma trace, an RMM log, a planner CSV or a PyTorch memory snapshot");
   cmd->add_option("INPUT", options->input,
-                  "luma trace, planner CSV (id,lower,upper,size[,alignment]) or RMM log "
-                  "(Thread,Time,Action,Pointer,Size,Stream)")
+                  "luma trace, planner CSV (id,lower,upper,size[,alignment]), RMM log "
+                  "(Thread,Time,Action,Pointer,Size,Stream) or PyTorch memory snapshot (a pickle)")
       ->required();
   cmd->add_flag("--periodic", options->periodic,
                 "find each device's repeating period and plan the warm-up plus one period, to be "

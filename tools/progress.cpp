@@ -25,9 +25,9 @@ std::string fit_left(const std::string& text, int width) {
 }
 }  // namespace
 
-ProgressBar::ProgressBar(std::string label, std::uint64_t total)
+ProgressBar::ProgressBar(std::string label, std::uint64_t total, std::uint64_t min_total)
     : label_(std::move(label)), total_(total) {
-  enabled_ = total_ >= kProgressMinBytes && ::isatty(2) == 1;
+  enabled_ = total_ != 0 && total_ >= min_total && ::isatty(2) == 1;
   if (!enabled_) return;
   winsize ws{};
   if (::ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) columns_ = ws.ws_col;

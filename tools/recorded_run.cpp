@@ -1,14 +1,19 @@
-// recorded_run.cpp - opening a trace or an RMM log. An RMM log goes through the planner's
-// RmmLogReader (one reader of that format in the project); its lifetimes are turned back
-// into alloc / free events at their row indices, which are then the events' times, and its
-// "allocate failure" rows into oom events. Whether a buffer was freed comes from the
-// reader, not from its lifetime (a free on the last row and no free end at the same time).
-// Pointers, threads and streams are not kept by that reader, so an RMM input has neither.
+// recorded_run.cpp - opening a trace, an RMM log or a PyTorch snapshot. An RMM log goes
+// through the planner's RmmLogReader (one reader of that format in the project); its
+// lifetimes are turned back into alloc / free events at their row indices, which are then
+// the events' times, and its "allocate failure" rows into oom events. Whether a buffer was
+// freed comes from the reader, not from its lifetime (a free on the last row and no free
+// end at the same time). Pointers, threads and streams are not kept by that reader, so an
+// RMM input has neither. A snapshot goes through core/torch_snapshot: each device's
+// sequence (allocations with their addresses, streams and call sites; blocks live when the
+// window began first) as alloc / free events, between them its segment entries as
+// segment events, and its frames as named call sites.
 #include "recorded_run.h"
 
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -46,12 +51,29 @@ RecordedRun::RecordedRun(const std::string& path) : path_(path) {
   if (head.empty())
     throw std::runtime_error(path + ": empty file (a process that leaves its trace empty ended "
                              "before it recorded anything)");
+  rmm_header_.command_line = {path};
+  if (is_torch_snapshot(head) || (head.size() >= 2 && static_cast<unsigned char>(head[0]) == 0x80)) {
+    // Any pickle: the snapshot reader names what makes it none, or where it is damaged.
+    format_ = std::string(core::TorchSnapshotReader::kFormatName);
+    try {
+      read_snapshot(core::TorchSnapshotReader::read_file(path));
+    } catch (const core::PlanInputError& e) {
+      throw std::runtime_error(e.what());
+    }
+    return;
+  }
   core::RmmLogReader rmm;
   if (!rmm.accepts(head))
-    throw std::runtime_error(path + ": neither a luma trace (starts with the LUMATRC magic) "
-                             "nor an RMM log (starts with '" +
-                             std::string(rmm.expected_start()) + "')");
+    throw std::runtime_error(path + ": neither a luma trace (starts with the LUMATRC magic), "
+                             "an RMM log (starts with '" +
+                             std::string(rmm.expected_start()) +
+                             "') nor a PyTorch memory snapshot (a pickle, torch.cuda.memory._dump_snapshot's)");
   format_ = "RMM log";
+  read_rmm_log(path);
+}
+
+void RecordedRun::read_rmm_log(const std::string& path) {
+  core::RmmLogReader rmm;
   std::ifstream in(path, std::ios::binary);
   core::RmmLog log;
   try {
@@ -59,7 +81,6 @@ RecordedRun::RecordedRun(const std::string& path) : path_(path) {
   } catch (const core::PlanInputError& e) {
     throw std::runtime_error(e.what());
   }
-  rmm_header_.command_line = {path};
   // The events in row order: each allocate/free row's time is its index among those rows;
   // an "allocate failure" row came just before the row of its time, so it sorts first.
   struct Placed {
@@ -93,13 +114,105 @@ RecordedRun::RecordedRun(const std::string& path) : path_(path) {
   std::stable_sort(placed.begin(), placed.end(), [](const Placed& x, const Placed& y) {
     return x.time != y.time ? x.time < y.time : x.order < y.order;
   });
-  rmm_events_.reserve(placed.size());
+  events_.reserve(placed.size());
   for (std::size_t i = 0; i < placed.size(); ++i) {
     core::TraceEvent e = placed[i].event;
     e.index = e.seq = i;
     e.time_ns = placed[i].time;
-    rmm_events_.push_back(e);
+    events_.push_back(e);
   }
+}
+
+void RecordedRun::read_snapshot(core::TorchSnapshot snapshot) {
+  // Call sites: every stack by name, and its Python frames (a file of Python source: PyTorch
+  // records C++ frames too when asked for context "all").
+  named_stacks_.resize(snapshot.stacks.size());
+  python_stacks_.resize(snapshot.stacks.size());
+  for (std::size_t id = 1; id < snapshot.stacks.size(); ++id) {
+    for (std::uint32_t f : snapshot.stacks[id]) {
+      const core::TorchFrame& frame = snapshot.frames[f];
+      const auto line = static_cast<std::uint32_t>(std::clamp<std::int64_t>(frame.line, 0, UINT32_MAX));
+      const core::TracePythonFrame named{frame.filename, frame.name, line};
+      named_stacks_[id].push_back(named);
+      if (frame.filename.size() >= 3 && frame.filename.ends_with(".py")) python_stacks_[id].push_back(named);
+    }
+  }
+  // Each device's ops, and before op k the segment entries made with k ops before them;
+  // an expandable segment's mapped range as 2 MiB pages where it is made of them (luma's
+  // pages: the statistics count pages and find a growth as adjacent pages).
+  struct Placed {
+    std::uint64_t time;
+    core::TraceEvent event;
+  };
+  std::vector<Placed> placed;
+  constexpr std::uint64_t kPage = std::uint64_t{2} << 20;
+  snapshot_times_ = !snapshot.devices.empty();
+  for (const core::TorchDevice& d : snapshot.devices) {
+    const core::SimSequence& s = d.sequence;
+    snapshot_times_ = snapshot_times_ && (s.has_times || s.ops.empty());
+    std::size_t step = 0;
+    auto segment_events = [&](std::size_t before_op) {
+      for (; step < d.reserved.size() && d.reserved[step].op <= before_op; ++step) {
+        const core::TorchReservedStep& r = d.reserved[step];
+        using A = core::TorchReservedStep::Action;
+        core::TraceEvent e;
+        e.device = s.device;
+        e.kind = r.action == A::segment_alloc || r.action == A::segment_map ? core::EventKind::segment_reserve
+                                                                            : core::EventKind::segment_release;
+        const bool pages = r.action == A::segment_map || r.action == A::segment_unmap;
+        if (pages && r.size % kPage == 0 && r.address % kPage == 0) {
+          for (std::uint64_t at = 0; at < r.size; at += kPage) {
+            e.address = r.address + at;
+            e.size = e.requested = kPage;  // requested == size: mapped pages (core::is_mapped_pages)
+            placed.push_back({r.time_ns, e});
+          }
+          continue;
+        }
+        e.address = r.address;
+        e.size = r.size;
+        e.requested = pages ? r.size : 0;
+        placed.push_back({r.time_ns, e});
+      }
+    };
+    for (std::size_t k = 0; k < s.ops.size(); ++k) {
+      segment_events(k);
+      const core::SimOp& op = s.ops[k];
+      const core::TorchAllocation& a = d.allocations[op.id];
+      core::TraceEvent e;
+      e.device = s.device;
+      e.kind = op.is_free ? core::EventKind::free_requested : core::EventKind::alloc;
+      e.address = a.address;
+      e.size = a.bytes;
+      e.requested = op.is_free ? 0 : a.bytes;
+      e.stream = static_cast<std::uint64_t>(a.stream);
+      if (!op.is_free) e.stack = e.python_stack = a.stack;
+      placed.push_back({op.time_ns, e});
+    }
+    segment_events(s.ops.size());
+  }
+  // Devices one after another, or on the clock they share.
+  if (snapshot_times_)
+    std::stable_sort(placed.begin(), placed.end(), [](const Placed& x, const Placed& y) { return x.time < y.time; });
+  events_.reserve(placed.size());
+  for (std::size_t i = 0; i < placed.size(); ++i) {
+    core::TraceEvent e = placed[i].event;
+    e.index = e.seq = i;
+    e.time_ns = snapshot_times_ ? placed[i].time : i;
+    events_.push_back(e);
+  }
+  snapshot_ = std::make_unique<const core::TorchSnapshot>(std::move(snapshot));
+}
+
+std::optional<TorchWindow> RecordedRun::torch_window(int device) const {
+  if (snapshot_)
+    for (const core::TorchDevice& d : snapshot_->devices)
+      if (d.sequence.device == device) return tools::torch_window(d);
+  return std::nullopt;
+}
+
+std::uint64_t RecordedRun::reserved_before_window(int device) const {
+  const std::optional<TorchWindow> w = torch_window(device);
+  return w ? w->reserved_before_window : 0;
 }
 
 RecordedRun::~RecordedRun() = default;
@@ -125,8 +238,8 @@ core::TraceReadSummary RecordedRun::read(const core::TraceReader::EventFn& on_ev
     return trace_->read(on_event, progress);
   }
   core::TraceReadSummary sum;
-  for (const auto& e : rmm_events_) on_event(e);
-  sum.events = rmm_events_.size();
+  for (const auto& e : events_) on_event(e);
+  sum.events = events_.size();
   sum.slots = sum.events;
   return sum;
 }
@@ -139,7 +252,13 @@ const std::vector<std::uint64_t>& RecordedRun::stack(std::uint32_t id) const noe
 const std::vector<core::TracePythonFrame>& RecordedRun::python_stack(
     std::uint32_t id) const noexcept {
   static const std::vector<core::TracePythonFrame> none;
-  return trace_ ? trace_->python_stack(id) : none;
+  if (trace_) return trace_->python_stack(id);
+  return id < python_stacks_.size() ? python_stacks_[id] : none;
+}
+
+const std::vector<core::TracePythonFrame>& RecordedRun::named_stack(std::uint32_t id) const noexcept {
+  static const std::vector<core::TracePythonFrame> none;
+  return id < named_stacks_.size() ? named_stacks_[id] : none;
 }
 
 }  // namespace luma::tools

@@ -73,6 +73,7 @@ struct DeviceState {
   std::map<std::uint64_t, std::uint64_t> pages;  // mapped pages of expandable segments
   // Pass 1: where the last page mapped ended (a page right after it is the same growth).
   std::uint64_t last_page_end = 0;
+  bool started = false;  // its first event was seen
 };
 
 // The free ranges of the segments around the live blocks. The pages of an expandable
@@ -137,6 +138,16 @@ RunStats compute_run_stats(RecordedRun& run) {
   const auto sum = run.read([&](const core::TraceEvent& e) {
     DeviceState& d = dev[e.device];
     d.s.device = e.device;
+    if (!d.started) {
+      d.started = true;
+      // A snapshot's window may begin with segments PyTorch had reserved before it.
+      d.reserved = run.reserved_before_window(e.device);
+      if (d.reserved != 0) {
+        d.s.peak_reserved = d.reserved;
+        d.s.at_peak_reserved = {e.index, e.time_ns, d.reserved, 0};
+        d.s.layout_known = false;
+      }
+    }
     out.duration_ns = std::max(out.duration_ns, e.time_ns);
     switch (e.kind) {
       case core::EventKind::alloc: {
@@ -247,7 +258,7 @@ RunStats compute_run_stats(RecordedRun& run) {
             }
           }
           PeakReservedState& at = d.s.at_peak_reserved;
-          if (free_blocks && at.reserved > 0 && e.index <= at.event_index) {
+          if (free_blocks && d.s.layout_known && at.reserved > 0 && e.index <= at.event_index) {
             switch (e.kind) {
               case core::EventKind::alloc: d.blocks[e.address] = e.size; break;
               case core::EventKind::free_requested: d.blocks.erase(e.address); break;

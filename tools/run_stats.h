@@ -71,6 +71,10 @@ struct DeviceRunStats {
   std::vector<CallSiteTotal> callsites_at_peak, callsites_total;
 
   PeakReservedState at_peak_reserved;  // only for inputs that record segments
+  // Whether the segments at the peak of reserved are all known, so its free blocks could
+  // be measured: not when a PyTorch snapshot's window began with segments already reserved
+  // (their bytes count, their addresses are not in the window).
+  bool layout_known = true;
   // Calls served from the cache: allocations that needed no segment (nor pages mapped).
   std::uint64_t cache_absorbed() const noexcept {
     const std::uint64_t grew = segment_reserves + page_growths;

@@ -4,8 +4,10 @@
 // planner's lower bound), the driver calls, where the excess lies at the peak, and with
 // --min-limit the smallest memory_limit that serves the whole run. The free path is the one
 // libluma.so would take for the recorded program (core/free_path), or --free-path; on the
-// fenced path fences complete on the recorded clock plus --fence-latency. User
-// documentation: docs/simulate.md.
+// fenced path fences complete on the recorded clock plus --fence-latency. A PyTorch memory
+// snapshot is replayed too (recorded_input.h), beside the peak PyTorch itself reserved.
+// `--tune RUN...` searches the settings instead (simulate_tune.h). User documentation:
+// docs/simulate.md.
 #include <fmt/core.h>
 
 #include <cmath>
@@ -19,15 +21,19 @@
 
 #include "commands.h"
 #include "planner/input/lifetime_reader.h"
+#include "recorded_input.h"
 #include "settings/config.h"
 #include "simulate/simulation.h"
+#include "simulate_text.h"
+#include "simulate_tune.h"
 
 namespace luma::tools {
 
 namespace {
 
 struct SimulateOptions {
-  std::string input;
+  std::vector<std::string> inputs;  // one, or with --tune several
+  std::string input;                // the one (without --tune)
   std::vector<std::string> confs;
   std::string fence_latency = "0";
   std::string free_path;  // --free-path: empty, the rule decides
@@ -35,6 +41,16 @@ struct SimulateOptions {
   bool min_limit = false;
   double limit_step = 0.005;  // x peak live
   bool json = false;
+  // --tune and its options (simulate_tune.h).
+  bool tune = false;
+  std::string objective = "peak";
+  std::string limit;
+  unsigned jobs = 0;
+  // Which options the command line gave (their counts), for the combinations refused.
+  const CLI::Option* conf_option = nullptr;
+  const CLI::Option* objective_option = nullptr;
+  const CLI::Option* limit_option = nullptr;
+  const CLI::Option* jobs_option = nullptr;
 };
 
 struct Column {
@@ -70,21 +86,6 @@ std::optional<std::uint64_t> parse_duration(const std::string& text) {
   else if (unit == "s") scale = 1e9;
   if (scale == 0 || !std::isfinite(v) || v < 0 || v * scale > 1e18) return std::nullopt;
   return static_cast<std::uint64_t>(std::llround(v * scale));
-}
-
-std::string grouped(std::uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i != 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
-std::string mib(std::uint64_t b) { return fmt::format("{:.1f} MiB", double(b) / double(1 << 20)); }
-
-double ratio(std::uint64_t a, std::uint64_t peak_live) {
-  return peak_live == 0 ? 0.0 : double(a) / double(peak_live);
 }
 
 std::vector<Column> columns_of(const SimulateOptions& o, std::uint64_t latency,
@@ -158,24 +159,25 @@ void print_limit_map(const std::string& label, const core::LimitScan& m, std::ui
 }
 
 void print_text(const SimulateOptions& o, const std::string& format, const core::SimSequence& seq,
-                const std::vector<Column>& columns, const std::vector<DeviceRun>& runs, std::uint64_t latency) {
+                const std::optional<TorchWindow>& torch, const std::vector<Column>& columns,
+                const std::vector<DeviceRun>& runs, std::uint64_t latency) {
   const std::uint64_t span = seq.ops.empty() ? 0 : seq.ops.back().time_ns - seq.ops.front().time_ns;
   fmt::print("{}: {}, device {}: {} allocations, {} frees{}\n", o.input, format, seq.device,
              grouped(seq.allocations), grouped(seq.frees),
              seq.has_times ? fmt::format(" over {:.3f} s", double(span) / 1e9) : " (no clock)");
+  if (torch && torch->incomplete) fmt::print("{}\n", incomplete_window_line(*torch));
   fmt::print("peak live {} B: the planner's lower bound, no allocator can hold less\n", grouped(seq.peak_live));
+  if (torch)
+    fmt::print("PyTorch's recorded peak reserved {} B ({:.3f} x peak live): what its caching allocator held for "
+               "these allocations\n",
+               grouped(torch->recorded_peak_reserved), ratio(torch->recorded_peak_reserved, seq.peak_live));
   // The free path of each column (the rule's, from the recording, unless --free-path).
   bool any_fenced = false;
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const std::vector<core::PathSpan>& spans = runs[i].result.paths;
-    std::string text;
-    for (std::size_t k = 0; k < spans.size(); ++k) {
-      any_fenced |= spans[k].path == core::FreePath::fenced;
-      text += k == 0 ? fmt::format("{} from the start ({})", core::free_path_name(spans[k].path), spans[k].why)
-                     : fmt::format(", then {} from op {} ({})", core::free_path_name(spans[k].path),
-                                   grouped(spans[k].from_op), spans[k].why);
-    }
-    fmt::print("free path{}: {}\n", runs.size() > 1 ? " (" + columns[i].label + ")" : std::string(), text);
+    for (const core::PathSpan& p : spans) any_fenced |= p.path == core::FreePath::fenced;
+    fmt::print("free path{}: {}\n", runs.size() > 1 ? " (" + columns[i].label + ")" : std::string(),
+               paths_text(spans));
   }
   if (!any_fenced)
     fmt::print("fence latency: no fence is waited for on these paths (a freed block is reusable at once, or "
@@ -195,9 +197,13 @@ void print_text(const SimulateOptions& o, const std::string& format, const core:
   row("  x peak live", cells(runs, [&](const DeviceRun& r) {
         return fmt::format("{:.3f}", ratio(r.result.peak_reserved, live));
       }), width);
+  if (torch)
+    row("  x PyTorch's recorded peak", cells(runs, [&](const DeviceRun& r) {
+          return fmt::format("{:.3f}", ratio(r.result.peak_reserved, torch->recorded_peak_reserved));
+        }), width);
   row("driver allocations (segments reserved)", cells(runs, [](const DeviceRun& r) { return grouped(r.result.reserves); }), width);
   row("  per 100 allocations", cells(runs, [&](const DeviceRun& r) {
-        return fmt::format("{:.2f}", seq.allocations == 0 ? 0.0 : 100.0 * double(r.result.reserves) / double(seq.allocations));
+        return fmt::format("{:.2f}", per_100(r.result.reserves, seq.allocations));
       }), width);
   row("driver frees (segments released)", cells(runs, [](const DeviceRun& r) { return grouped(r.result.releases); }), width);
   if (latency != 0)
@@ -287,10 +293,15 @@ nlohmann::json paths_json(const std::vector<core::PathSpan>& spans) {
   return out;
 }
 
-nlohmann::json device_json(const core::SimSequence& seq, const std::vector<Column>& columns,
-                           const std::vector<DeviceRun>& runs) {
+nlohmann::json device_json(const core::SimSequence& seq, const std::optional<TorchWindow>& torch,
+                           const std::vector<Column>& columns, const std::vector<DeviceRun>& runs) {
+  // What a PyTorch snapshot recorded beside the replayed allocations; null for other formats.
+  const auto recorded = [&](auto value) { return torch ? nlohmann::json(value) : nlohmann::json(nullptr); };
   nlohmann::json out = {{"device", seq.device},
                         {"allocations", seq.allocations},
+                        {"recorded_peak_reserved_bytes", recorded(torch ? torch->recorded_peak_reserved : 0)},
+                        {"incomplete", recorded(torch && torch->incomplete)},
+                        {"blocks_before_window", recorded(torch ? torch->blocks_before_window : 0)},
                         {"frees", seq.frees},
                         {"has_clock", seq.has_times},
                         {"peak_live_bytes", seq.peak_live},
@@ -331,7 +342,30 @@ nlohmann::json device_json(const core::SimSequence& seq, const std::vector<Colum
   return out;
 }
 
-void run_simulate(const SimulateOptions& o) {
+// --limit's bytes ("8G", "1500M", "123456").
+std::uint64_t parse_limit(const std::string& text) {
+  std::string why;
+  const std::optional<std::uint64_t> v = core::parse_size(text, &why);
+  if (!v) fail(kExitUsage, "--limit '" + text + "': " + why);
+  if (*v == 0) fail(kExitUsage, "--limit '" + text + "': a limit of 0 serves nothing");
+  return *v;
+}
+
+void run_simulate(const SimulateOptions& given) {
+  SimulateOptions o = given;
+  // The combinations refused: --tune chooses the settings and finds X itself.
+  if (o.tune) {
+    if (o.conf_option->count() != 0)
+      fail(kExitUsage, "--conf cannot be combined with --tune: --tune searches the settings itself");
+    if (o.min_limit)
+      fail(kExitUsage, "--min-limit cannot be combined with --tune: --tune finds X for the recommendation and "
+                       "the defaults itself (--limit-step sets its step)");
+  } else {
+    for (const CLI::Option* opt : {o.objective_option, o.limit_option, o.jobs_option})
+      if (opt->count() != 0) fail(kExitUsage, opt->get_name() + " needs --tune");
+    if (o.inputs.size() > 1)
+      fail(kExitUsage, fmt::format("{} inputs: luma simulate replays one run (several runs: --tune)", o.inputs.size()));
+  }
   const std::optional<std::uint64_t> latency = parse_duration(o.fence_latency);
   if (!latency)
     fail(kExitUsage, "--fence-latency '" + o.fence_latency +
@@ -341,28 +375,67 @@ void run_simulate(const SimulateOptions& o) {
     free_path = core::parse_free_path(o.free_path);
     if (!free_path) fail(kExitUsage, "--free-path '" + o.free_path + "': expected at-once, legacy or fenced");
   }
-  const std::vector<Column> columns = columns_of(o, *latency, free_path);
-  core::SimInput input;
-  try {
-    input = core::read_sim_input(o.input);
-  } catch (const std::exception& e) {
-    fail(kExitFailure, e.what());
+  std::optional<std::uint64_t> limit;
+  if (o.tune && !o.limit.empty()) limit = parse_limit(o.limit);
+  const std::vector<Column> columns = o.tune ? std::vector<Column>{} : columns_of(o, *latency, free_path);
+  std::vector<RecordedInput> inputs;
+  for (const std::string& path : o.inputs) {
+    try {
+      inputs.push_back(read_recorded_input(path));
+    } catch (const std::exception& e) {
+      fail(kExitFailure, e.what());
+    }
   }
-  std::vector<const core::SimSequence*> devices;
-  for (const core::SimSequence& s : input.devices)
-    if (!o.device || *o.device == s.device) devices.push_back(&s);
-  if (devices.empty())
-    fail(kExitFailure, o.device ? fmt::format("{}: no allocations on device {}", o.input, *o.device)
-                                : o.input + ": no allocations");
+  // The sequences to replay: each input's devices (--device: that one).
+  struct Picked {
+    std::size_t input;
+    std::size_t device;  // in the input's sim.devices
+  };
+  std::vector<Picked> picked;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    std::size_t found = 0;
+    for (std::size_t k = 0; k < inputs[i].sim.devices.size(); ++k)
+      if (!o.device || *o.device == inputs[i].sim.devices[k].device) {
+        picked.push_back({i, k});
+        ++found;
+      }
+    if (found == 0)
+      fail(kExitFailure, o.device ? fmt::format("{}: no allocations on device {}", o.inputs[i], *o.device)
+                                  : o.inputs[i] + ": no allocations");
+  }
+  for (const Picked& p : picked)
+    if (*latency != 0 && !inputs[p.input].sim.devices[p.device].has_times)
+      fail(kExitUsage, fmt::format("{}: a {} records no clock, so --fence-latency has nothing to add to: "
+                                   "leave it at 0", o.inputs[p.input], inputs[p.input].sim.format));
+  const auto torch_of = [&](const Picked& p) {
+    const RecordedInput& in = inputs[p.input];
+    return in.torch.empty() ? std::optional<TorchWindow>() : in.torch[p.device];
+  };
+  if (o.tune) {
+    std::vector<TuneRun> runs;
+    for (const Picked& p : picked)
+      runs.push_back({o.inputs[p.input], inputs[p.input].sim.format, &inputs[p.input].sim.devices[p.device],
+                      torch_of(p)});
+    TuneOptions t;
+    t.objective = o.objective == "calls" ? TuneObjective::calls : TuneObjective::peak;
+    t.limit = limit;
+    t.limit_step = o.limit_step;
+    t.fence_latency_ns = *latency;
+    t.free_path = free_path;
+    t.json = o.json;
+    t.jobs = o.jobs;
+    run_tune(runs, t);
+    return;
+  }
+  o.input = o.inputs.front();
+  const RecordedInput& input = inputs.front();
   nlohmann::json json = {{"input", o.input},
-                         {"format", input.format},
+                         {"format", input.sim.format},
                          {"fence_latency_ns", *latency},
                          {"devices", nlohmann::json::array()}};
   bool first = true;
-  for (const core::SimSequence* seq : devices) {
-    if (*latency != 0 && !seq->has_times)
-      fail(kExitUsage, fmt::format("{}: a {} records no clock, so --fence-latency has nothing to add to: "
-                                   "leave it at 0", o.input, input.format));
+  for (const Picked& p : picked) {
+    const core::SimSequence* seq = &input.sim.devices[p.device];
     std::vector<DeviceRun> runs;
     for (const Column& c : columns) {
       DeviceRun run;
@@ -373,14 +446,15 @@ void run_simulate(const SimulateOptions& o) {
         fail(kExitUsage, "--conf '" + c.label + "': " + e.what());
       }
       if (!run.result.check_errors.empty())  // a bug in the allocator: say so loudly
-        fail(kExitFailure, "the allocator's invariant check failed (" + c.label + "): " + run.result.check_errors.front());
+        fail(kExitFailure,
+             "the allocator's invariant check failed (" + c.label + "): " + run.result.check_errors.front());
       runs.push_back(std::move(run));
     }
     if (o.json) {
-      json["devices"].push_back(device_json(*seq, columns, runs));
+      json["devices"].push_back(device_json(*seq, torch_of(p), columns, runs));
     } else {
       if (!first) fmt::print("\n");
-      print_text(o, input.format, *seq, columns, runs, *latency);
+      print_text(o, input.sim.format, *seq, torch_of(p), columns, runs, *latency);
     }
     first = false;
   }
@@ -393,14 +467,15 @@ void add_simulate_command(CLI::App& app) {
   auto o = std::make_shared<SimulateOptions>();
   CLI::App* cmd = app.add_subcommand(
       "simulate", "Replay a recorded run through luma's allocator under chosen settings: peak reserved, "
-                  "driver calls, where the excess lies");
-  cmd->add_option("TRACE", o->input,
-                  "luma trace, RMM log (Thread,Time,Action,Pointer,Size,Stream) or planner CSV "
-                  "(id,lower,upper,size[,alignment])")
+                  "driver calls, where the excess lies; or search the settings for one or several runs (--tune)");
+  cmd->add_option("TRACE", o->inputs,
+                  "luma trace, RMM log (Thread,Time,Action,Pointer,Size,Stream), planner CSV "
+                  "(id,lower,upper,size[,alignment]) or PyTorch memory snapshot (a pickle); with --tune, one or "
+                  "several")
       ->required();
-  cmd->add_option("--conf", o->confs,
-                  "allocator settings in LUMA_CONF syntax (key:value,...); repeat to compare several side by "
-                  "side (default: luma's defaults)");
+  o->conf_option = cmd->add_option("--conf", o->confs,
+                                   "allocator settings in LUMA_CONF syntax (key:value,...); repeat to compare several "
+                                   "side by side (default: luma's defaults)");
   cmd->add_option("--fence-latency", o->fence_latency,
                   "on the fenced path, how long after its fence is recorded a freed block becomes reusable, "
                   "on the recorded clock: 0 (default: at once, the policy alone) or a number with ns, us, ms "
@@ -412,9 +487,25 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_flag("--min-limit", o->min_limit,
                 "also replay under memory limits from peak live up, a step apart: the limit from which every "
                 "larger one serves every allocation, the least that does, and a map of which complete");
-  cmd->add_option("--limit-step", o->limit_step, "the step of --min-limit's limits, x peak live (default 0.005)")
+  cmd->add_option("--limit-step", o->limit_step,
+                  "the step of the memory limits scanned (--min-limit, and --tune's X), x peak live (default 0.005)")
       ->check(CLI::Range(0.0001, 1.0));
   cmd->add_option("--device", o->device, "simulate only this device");
+  cmd->add_flag("--tune", o->tune,
+                "search luma's placement settings on the runs given and recommend a LUMA_CONF: the best by "
+                "--objective on the worst run, the Pareto front of peak reserved against driver allocations, and "
+                "X for the recommendation and the defaults");
+  o->objective_option = cmd->add_option("--objective", o->objective,
+                                        "--tune: peak (default: the least peak reserved) or calls (the fewest "
+                                        "driver allocations per 100 allocations, ties broken by peak)")
+                            ->check(CLI::IsMember({"peak", "calls"}));
+  o->limit_option = cmd->add_option("--limit", o->limit,
+                                    "--tune: the best setting that completes every run under this memory_limit "
+                                    "(bytes, with K, M or G)");
+  o->jobs_option = cmd->add_option("--jobs", o->jobs,
+                                   "--tune: threads replaying (default: one per CPU; the answer is the same on any "
+                                   "number)")
+                       ->check(CLI::Range(1u, 1024u));
   cmd->add_flag("--json", o->json, "print JSON instead of text");
   cmd->callback([o] { run_simulate(*o); });
 }

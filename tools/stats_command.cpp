@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ std::string bytes_text(std::uint64_t b) {
 
 nlohmann::json frames_json(Input& in, std::uint32_t stack) {
   nlohmann::json frames = nlohmann::json::array();
+  // A snapshot's call sites are named, not addresses.
+  for (const core::TracePythonFrame& f : in.run->named_stack(stack))
+    frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}});
   for (std::uint64_t a : in.run->stack(stack)) {
     nlohmann::json f = {{"address", a}};
     if (in.symbolizer) {
@@ -71,20 +75,22 @@ nlohmann::json if_recorded(bool recorded, const T& value) {
   return recorded ? nlohmann::json(value) : nlohmann::json(nullptr);
 }
 
-nlohmann::json peak_reserved_json(const PeakReservedState& at) {
+// `layout`: the segments there are known, so their free blocks were measured.
+nlohmann::json peak_reserved_json(const PeakReservedState& at, bool layout) {
   return {{"event_index", at.event_index},
           {"time_ns", at.time_ns},
           {"reserved_bytes", at.reserved},
           {"allocated_bytes", at.allocated},
           {"reserved_unallocated_bytes", at.unallocated()},
-          {"free_blocks", at.free_blocks},
-          {"largest_free_block_bytes", at.largest_free_block},
-          {"fragmentation", at.fragmentation()}};
+          {"free_blocks", if_recorded(layout, at.free_blocks)},
+          {"largest_free_block_bytes", if_recorded(layout, at.largest_free_block)},
+          {"fragmentation", if_recorded(layout, at.fragmentation())}};
 }
 
 nlohmann::json device_json(Input& in, const DeviceRunStats& d) {
   const bool times = in.run->records_times();
   const bool segments = in.run->records_segments();
+  const std::optional<TorchWindow> window = in.run->torch_window(d.device);
   nlohmann::json hist = nlohmann::json::array();
   for (std::size_t k = 0; k < d.histogram.size(); ++k)
     if (d.histogram[k])
@@ -95,12 +101,12 @@ nlohmann::json device_json(Input& in, const DeviceRunStats& d) {
   for (const auto& a : d.largest)
     largest.push_back({{"size", a.size}, {"requested", a.requested}, {"address", a.address},
                        {"event_index", a.index}, {"time_ns", if_recorded(times, a.time_ns)}});
-  return {{"device", d.device},
+  nlohmann::json out = {{"device", d.device},
           {"peak_allocated_bytes", d.peak_allocated},
           {"peak_reserved_bytes", if_recorded(segments, d.peak_reserved)},
           {"peak_requested_bytes", d.peak_requested},
           {"at_peak_reserved",
-           segments ? peak_reserved_json(d.at_peak_reserved) : nlohmann::json(nullptr)},
+           segments ? peak_reserved_json(d.at_peak_reserved, d.layout_known) : nlohmann::json(nullptr)},
           {"peak", {{"event_index", d.peak_index}, {"time_ns", if_recorded(times, d.peak_time_ns)}}},
           {"allocations", d.allocations},
           {"frees", d.frees},
@@ -122,6 +128,14 @@ nlohmann::json device_json(Input& in, const DeviceRunStats& d) {
           {"largest_allocations", largest},
           {"top_callsites_at_peak", sites_json(in, d.callsites_at_peak)},
           {"top_callsites_total", sites_json(in, d.callsites_total)}};
+  // Only a PyTorch snapshot has the keys of its recording window (as only traces with
+  // Python frames have top_python_lines).
+  if (window) {
+    out["incomplete"] = window->incomplete;
+    out["blocks_before_window"] = window->blocks_before_window;
+    out["reserved_before_window_bytes"] = window->reserved_before_window;
+  }
+  return out;
 }
 
 // The calls luma forwarded, one object per path that had any; null when the input cannot
@@ -261,6 +275,8 @@ void print_sites(Input& in, const char* title, const std::vector<CallSiteTotal>&
   fmt::print("  {}:\n", title);
   for (const auto& s : sites) {
     fmt::print("    {} in {} allocations\n", bytes_text(s.bytes), s.count);
+    for (const core::TracePythonFrame& f : in.run->named_stack(s.stack))
+      fmt::print("      {}:{} {}\n", f.file, f.line, f.function);
     for (std::uint64_t a : in.run->stack(s.stack)) {
       if (in.symbolizer) {
         const Frame& f = in.symbolizer->frame(a);
@@ -309,6 +325,8 @@ void print_text(std::vector<Input>& inputs) {
                  "mid-write, or the writer dropped events)\n", in.stats.unwritten_slots);
     for (const auto& d : in.stats.devices) {
       fmt::print("device {}:\n", d.device);
+      if (const std::optional<TorchWindow> w = in.run->torch_window(d.device); w && w->incomplete)
+        fmt::print("  {}\n", incomplete_window_line(*w));
       fmt::print("  peak allocated     {} at event {}", bytes_text(d.peak_allocated),
                  d.peak_index);
       if (times) fmt::print(" ({:.6f} s after start)", d.peak_time_ns / 1e9);
@@ -322,7 +340,10 @@ void print_text(std::vector<Input>& inputs) {
                    bytes_text(at.unallocated()),
                    at.reserved ? 100.0 * double(at.unallocated()) / double(at.reserved) : 0.0,
                    bytes_text(at.allocated));
-        if (at.free_blocks == 0)
+        if (!d.layout_known)
+          fmt::print("  fragmentation      {} (the segments PyTorch reserved before the recording window "
+                     "are not in it)\n", kNotAvailable);
+        else if (at.free_blocks == 0)
           fmt::print("  fragmentation      {:.3f}: nothing free in the segments\n",
                      at.fragmentation());
         else
@@ -396,13 +417,14 @@ void print_text(std::vector<Input>& inputs) {
 
 void add_stats_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "stats", "Summarize traces (or RMM logs): peaks, fragmentation, sizes, call sites");
+      "stats", "Summarize traces (or RMM logs, PyTorch memory snapshots): peaks, fragmentation, sizes, call sites");
   struct Options {
     std::vector<std::string> inputs;
     bool json = false;
   };
   auto o = std::make_shared<Options>();
-  cmd->add_option("TRACE", o->inputs, "luma traces or RMM logs (several: the ranks of a job)")
+  cmd->add_option("TRACE", o->inputs,
+                  "luma traces, RMM logs or PyTorch memory snapshots (several: the ranks of a job)")
       ->required();
   cmd->add_flag("--json", o->json, "print JSON instead of text");
   cmd->callback([o] {

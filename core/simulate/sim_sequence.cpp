@@ -260,14 +260,19 @@ SimInput read_sim_input(const std::string& path) {
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw PlanInputError(path + ": is a directory");
   // A regular file is read twice (its head, then the whole); a pipe (`<(zcat log.gz)`) once.
   const bool regular = ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-  std::string bytes = slurp(path, regular ? kHeadBytes : ~std::size_t{0});
+  if (!regular) return read_sim_input_bytes(slurp(path), path);
+  const std::string head = slurp(path, kHeadBytes);
+  if (TraceReader::accepts(head)) return read_trace(path, true, std::string());
+  return read_sim_input_bytes(slurp(path), path);
+}
+
+SimInput read_sim_input_bytes(std::string bytes, const std::string& source) {
   const std::string head = bytes.substr(0, kHeadBytes);
-  if (TraceReader::accepts(head)) return read_trace(path, regular, regular ? std::string() : std::move(bytes));
-  if (regular) bytes = slurp(path);
-  if (RmmLogReader().accepts(head)) return read_rmm(bytes, path);
-  if (PlannerCsvReader().accepts(head)) return read_csv(bytes, path);
-  if (bytes.empty()) throw PlanInputError(path + ": empty file");
-  throw PlanInputError(path +
+  if (TraceReader::accepts(head)) return read_trace(source, false, std::move(bytes));
+  if (RmmLogReader().accepts(head)) return read_rmm(bytes, source);
+  if (PlannerCsvReader().accepts(head)) return read_csv(bytes, source);
+  if (bytes.empty()) throw PlanInputError(source + ": empty file");
+  throw PlanInputError(source +
                        ": neither a luma trace (starts with the LUMATRC magic), an RMM log (starts with "
                        "'Thread,Time,Action,Pointer,Size,Stream') nor a planner CSV (starts with "
                        "'id,lower,upper,size[,alignment]')");

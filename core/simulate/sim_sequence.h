@@ -57,6 +57,9 @@ struct SimInput {
 
 // Reads `path`; throws PlanInputError.
 SimInput read_sim_input(const std::string& path);
+// The same for an input already read whole (a pipe, whose bytes a caller read once to
+// look at their head); `source` names it in messages.
+SimInput read_sim_input_bytes(std::string bytes, const std::string& source);
 
 // The sequence of lifetimes (one device): alloc at `lower`, free at `upper` (frees first
 // at equal times: lifetimes are half-open), ties in input order. No clock. Lifetimes with

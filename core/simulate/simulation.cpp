@@ -153,13 +153,15 @@ SimResult simulate(const SimSequence& seq, const SimOptions& o) {
   return r;
 }
 
-LimitScan scan_limits(const SimSequence& seq, const SimOptions& o, double step) {
+LimitScan scan_limits(const SimSequence& seq, const SimOptions& o, double step,
+                      const std::function<void()>& on_simulation) {
   LimitScan m;
   SimOptions run = o;
   run.attribute = false;
   run.settings.memory_limit = 0;
   ++m.runs;
   m.unlimited_peak = simulate(seq, run).peak_reserved;
+  if (on_simulation) on_simulation();
   if (seq.peak_live == 0) return m;
   const std::uint64_t d = o.settings.allocator.pressure_divisor;
   const std::uint64_t peak = std::max(m.unlimited_peak, seq.peak_live);
@@ -172,6 +174,7 @@ LimitScan scan_limits(const SimSequence& seq, const SimOptions& o, double step) 
     run.settings.memory_limit = limit;
     ++m.runs;
     m.points.push_back({limit, simulate(seq, run).completed});
+    if (on_simulation) on_simulation();
     if (limit == m.top) break;
   }
   for (const LimitScan::Point& p : m.points)

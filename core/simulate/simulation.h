@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -132,7 +133,9 @@ struct LimitScan {
 };
 
 // Tries peak live, every `step` x peak live above it, and `top` (LimitScan). A sequence
-// with no live bytes has nothing to scan (bound = least = 0, no points).
-LimitScan scan_limits(const SimSequence& sequence, const SimOptions& options, double step = 0.005);
+// with no live bytes has nothing to scan (bound = least = 0, no points). `on_simulation`,
+// if set, is called after each simulation (a progress bar's count).
+LimitScan scan_limits(const SimSequence& sequence, const SimOptions& options, double step = 0.005,
+                      const std::function<void()>& on_simulation = {});
 
 }  // namespace luma::core

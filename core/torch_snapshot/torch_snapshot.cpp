@@ -441,7 +441,13 @@ TorchDevice SnapshotReader::replay(std::size_t device, DeviceState& state, std::
   out.reserved.reserve(after.size());
   for (auto it = after.rbegin(); it != after.rend(); ++it) {
     const std::size_t i = it->first;
-    out.reserved.push_back({seq.has_times ? time[i] : op_before_entry[i], op_before_entry[i], it->second});
+    const Entry& e = entries[i];
+    const TorchReservedStep::Action action = e.action == Action::segment_alloc ? TorchReservedStep::Action::segment_alloc
+                                             : e.action == Action::segment_free ? TorchReservedStep::Action::segment_free
+                                             : e.action == Action::segment_map  ? TorchReservedStep::Action::segment_map
+                                                                                : TorchReservedStep::Action::segment_unmap;
+    out.reserved.push_back(
+        {seq.has_times ? time[i] : op_before_entry[i], op_before_entry[i], it->second, action, e.addr, e.size});
     out.recorded_peak_reserved_bytes = std::max(out.recorded_peak_reserved_bytes, it->second);
   }
   out.incomplete = n_before > 0 || out.recorded_reserved_start_bytes > 0 || request_before_window;

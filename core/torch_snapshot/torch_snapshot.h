@@ -77,9 +77,15 @@ struct TorchAllocation {
 
 // PyTorch's reserved bytes after a segment entry.
 struct TorchReservedStep {
+  // The entry's action: a cudaMalloc'd segment reserved or freed, or an expandable
+  // segment's range mapped or unmapped.
+  enum class Action : std::uint8_t { segment_alloc, segment_free, segment_map, segment_unmap };
   std::uint64_t time_ns = 0;  // the entry's time (its position without a clock)
   std::size_t op = 0;         // the sequence's ops before it (the entry is between ops op-1 and op)
   std::uint64_t bytes = 0;    // reserved after the entry
+  Action action = Action::segment_alloc;
+  std::uint64_t address = 0;  // the entry's addr and size: the range it reserved or gave back
+  std::uint64_t size = 0;
 };
 
 struct TorchDevice {

@@ -4,6 +4,7 @@
 // writes, for each model of training_models() (or NAME alone),
 //   DIR/<name>.rmm.csv          every op on Thread 1, as the sequence gives it
 //   DIR/<name>.threads.rmm.csv  the same ops with each step's backward pass on Thread 2
+// and for each of inference_sequence.h's runs (decoding, moe-routing) DIR/<name>.rmm.csv,
 // and prints one line per file written. Ops in order; Time: the op's time_ns as a clock
 // (HH:MM:SS.ffffff, from midnight); Pointer: a fake address unique to the allocation;
 // Size: its bytes (a free's row repeats them, as RMM's log does); Stream 0x0.
@@ -22,8 +23,10 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "inference_sequence.h"
 #include "training_sequence.h"
 
 namespace {
@@ -95,6 +98,8 @@ bool write_log(const std::string& path, const luma::core::SimSequence& s,
 int usage() {
   std::fprintf(stderr, "usage: write_sequences DIR [--only NAME]\n  NAME:");
   for (const auto& m : luma::testing::training_models()) std::fprintf(stderr, " %s", m.name.c_str());
+  for (const auto& m : luma::testing::decoding_models()) std::fprintf(stderr, " %s", m.name.c_str());
+  for (const auto& m : luma::testing::moe_models()) std::fprintf(stderr, " %s", m.name.c_str());
   std::fprintf(stderr, "\n");
   return 2;
 }
@@ -123,6 +128,20 @@ int main(int argc, char** argv) {
                      std::strerror(errno));
         return 1;
       }
+    }
+  }
+  // The other shapes (inference_sequence.h): one thread (their phases have no landmark).
+  std::vector<std::pair<std::string, luma::core::SimSequence>> others;
+  for (const auto& m : luma::testing::decoding_models())
+    if (only == nullptr || m.name == only) others.emplace_back(m.name, luma::testing::make_decoding(m));
+  for (const auto& m : luma::testing::moe_models())
+    if (only == nullptr || m.name == only) others.emplace_back(m.name, luma::testing::make_moe(m));
+  for (const auto& [name, s] : others) {
+    matched = true;
+    const std::string path = dir + "/" + name + ".rmm.csv";
+    if (!write_log(path, s, {})) {
+      std::fprintf(stderr, "write_sequences: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+      return 1;
     }
   }
   if (!matched) {
