@@ -65,6 +65,8 @@ class CaptureRegistry {
 
   // Whether any capture is underway (or announced) in the process: the fast check.
   bool any() const noexcept { return count_.load(std::memory_order_acquire) != 0; }
+  // Captures (and context destructions) announced and not yet ended: luma's records.
+  std::size_t tracked() const noexcept { return count_.load(std::memory_order_acquire); }
   // Whether a capture is underway in ctx, or ctx is being destroyed (luma then records no
   // fence, makes no synchronization and releases no segment there).
   bool any_in(CUcontext ctx) const;

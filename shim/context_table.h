@@ -1,12 +1,12 @@
 // context_table.h - one allocator (core::ContextAllocator) per CUDA context (blocks belong to
-// the context that allocated them), found without a lock on the hot path. Entries are
-// never freed (a context outliving luma's interest in it costs one small record; freeing
-// it could race with a free on another thread): each is published into a slot of a
-// fixed array while its context lives, and into an append-only list of every entry ever
-// made, which the exit statistics read. A destroyed context's entry is retired: its slot
-// is emptied for a later context (so only contexts alive at once are limited), lookups
-// skip it, and it stays in the list for the statistics.
-// Must never call the driver itself; the caller builds entries.
+// the context that allocated them), found without a lock on the hot path: each entry is
+// published into a slot of a fixed array while its context lives. A destroyed context's
+// entry is retired: its slot is emptied for a later context, its statistics are folded
+// into one record per device for the report at exit, and the entry itself (allocator,
+// indexes, fences, sinks) waits in a graveyard until every thread that could have loaded
+// it has left luma (grace_periods.h), then is freed. So what luma holds is bounded by the
+// contexts alive at once, never by those that ever lived.
+// Must never call the driver itself; the caller builds entries and frees them.
 #pragma once
 
 #include <array>
@@ -14,11 +14,14 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <vector>
 
 #include "context/context_allocator.h"
 #include "settings/config.h"
 #include "device_limits.h"
 #include "driver_device.h"
+#include "grace_periods.h"
 #include "limits/limited_device.h"
 
 namespace luma::shim {
@@ -43,12 +46,24 @@ struct ContextEntry {
   int device;
   bool primary = false;  // the device's primary context (reset and release destroy it)
   std::atomic<bool> retired{false};
-  ContextEntry* next_made = nullptr;  // the entry made before this one (ContextTable::made)
+  std::uint64_t unlinked_in = 0;  // the grace generation of its retirement (graveyard)
   DriverDevice driver_device;
   // With a memory limit: the driver device behind the device's budget (the allocator
   // reserves through it); nullptr without one, so an unlimited process pays nothing.
   std::unique_ptr<core::LimitedDevice> limited;
   core::ContextAllocator allocator;  // the cache, with the plan's replay in front of it
+  core::EventSink* trace_sink = nullptr;  // the trace recorder's (given back when freed)
+  // The event sinks made for this allocator (trace, out-of-memory watch, NVTX): freed with
+  // the entry, by whoever frees it (serve.cpp), after the grace period.
+  std::vector<std::unique_ptr<core::EventSink>> sinks;
+};
+
+// What the report at exit needs of contexts that ended, and what the table holds now.
+struct ContextCounts {
+  std::size_t made = 0;       // entries ever made
+  std::size_t live = 0;       // published (context alive)
+  std::size_t graveyard = 0;  // retired, waiting for their grace period
+  std::size_t folded = 0;     // devices with folded statistics
 };
 
 class ContextTable {
@@ -76,6 +91,68 @@ class ContextTable {
     const std::size_t n = used_.load(std::memory_order_relaxed);
     for (std::size_t i = 0; i < n; ++i)
       if (slots_[i].load(std::memory_order_relaxed) == e) slots_[i].store(nullptr, std::memory_order_release);
+    live_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  // After retire(e), once the caller has dropped what e held: folds its final statistics
+  // into its device's record (and keeps its plan's, when a plan serves), and puts it in
+  // the graveyard; it is freed only after reclaimable() hands it back.
+  void bury(ContextEntry* e, const core::DeviceStats& final_stats,
+            const std::optional<core::ReplayStats>& final_replay) noexcept {
+    std::lock_guard lock(mutex_);
+    try {
+      fold(final_stats);
+      if (final_replay) fold(*final_replay);
+      e->unlinked_in = GracePeriods::unlinked();
+      graveyard_.push_back(e);
+    } catch (...) {  // no memory for the record: the entry is never freed (nor counted)
+    }
+  }
+
+  // The retired entries whose grace period has passed, taken out of the graveyard: the
+  // caller frees them. It must hold no pointer to any retired entry itself.
+  std::vector<ContextEntry*> reclaimable() noexcept {
+    std::vector<ContextEntry*> out;
+    std::lock_guard lock(mutex_);
+    try {
+      for (std::size_t i = 0; i < graveyard_.size();) {
+        if (GracePeriods::passed(graveyard_[i]->unlinked_in)) {
+          out.push_back(graveyard_[i]);
+          graveyard_[i] = graveyard_.back();
+          graveyard_.pop_back();
+        } else {
+          ++i;
+        }
+      }
+    } catch (...) {  // no memory for the list: freed at a later retirement
+    }
+    return out;
+  }
+
+  // For the report at exit, under one lock so that no context counts twice (as folded and
+  // as live): the folded statistics of ended contexts, the plan statistics kept, and the
+  // live entries (their statistics read by the caller, inside a grace Section).
+  void snapshot(std::vector<core::DeviceStats>* folded, std::vector<core::ReplayStats>* replays,
+                std::vector<const ContextEntry*>* live) const {
+    std::lock_guard lock(mutex_);
+    *folded = folded_;
+    *replays = replays_;
+    for_each_live([&](const ContextEntry& e) { live->push_back(&e); });
+  }
+
+  // fn(const ContextEntry&) for every entry luma holds (live or in the graveyard), under the
+  // table's lock: no entry is freed meanwhile.
+  template <typename Fn>
+  void for_each_held(Fn&& fn) const {
+    std::lock_guard lock(mutex_);
+    for_each_live([&](const ContextEntry& e) { fn(e); });
+    for (const ContextEntry* e : graveyard_) fn(*e);
+  }
+
+  ContextCounts counts() const noexcept {
+    std::lock_guard lock(mutex_);
+    return {made_.load(std::memory_order_relaxed), live_.load(std::memory_order_relaxed),
+            graveyard_.size(), folded_.size()};
   }
 
   // make() -> ContextEntry* (new'd) or nullptr; called at most once per context.
@@ -92,8 +169,8 @@ class ContextTable {
     if (slot == kMaxContexts) return nullptr;
     ContextEntry* e = make();
     if (e == nullptr) return nullptr;
-    e->next_made = made_.load(std::memory_order_relaxed);
-    made_.store(e, std::memory_order_release);
+    made_.fetch_add(1, std::memory_order_relaxed);
+    live_.fetch_add(1, std::memory_order_relaxed);
     slots_[slot].store(e, std::memory_order_release);
     if (slot == n) used_.store(n + 1, std::memory_order_release);
     return e;
@@ -122,10 +199,8 @@ class ContextTable {
       if (e != nullptr && !e->retired.load(std::memory_order_acquire)) fn(*e);
     }
   }
-  // The first of every entry ever made, newest first (follow next_made); retired ones
-  // included, for the statistics at exit.
-  ContextEntry* made() const noexcept { return made_.load(std::memory_order_acquire); }
-  bool empty() const noexcept { return made() == nullptr; }
+  // Whether no entry was ever made.
+  bool empty() const noexcept { return made_.load(std::memory_order_acquire) == 0; }
   // The memory limit of each device index: budget_for only from inside find_or_create's
   // make() (under this table's lock).
   DeviceLimits& limits() noexcept { return limits_; }
@@ -133,8 +208,41 @@ class ContextTable {
  private:
   std::array<std::atomic<ContextEntry*>, kMaxContexts> slots_{};
   std::atomic<std::size_t> used_{0};  // slots ever used (a prefix of slots_)
-  std::atomic<ContextEntry*> made_{nullptr};
-  std::mutex mutex_;
+  std::atomic<std::size_t> made_{0};
+  std::atomic<std::size_t> live_{0};
+  mutable std::mutex mutex_;
+  // Under mutex_: one record per device of the contexts that ended (PyTorch reports one
+  // per device), the plan statistics of those a plan served, and the graveyard.
+  std::vector<core::DeviceStats> folded_;
+  std::vector<core::ReplayStats> replays_;
+  std::vector<ContextEntry*> graveyard_;
+
+  void fold(const core::DeviceStats& d) {
+    for (core::DeviceStats& f : folded_)
+      if (f.device == d.device) {
+        core::accumulate_context(f, d);
+        return;
+      }
+    folded_.push_back(d);
+  }
+  // A plan's statistics of ended contexts, one record per device: counts add up; the
+  // first divergence seen is kept.
+  void fold(const core::ReplayStats& r) {
+    for (core::ReplayStats& f : replays_)
+      if (f.device == r.device) {
+        if (f.divergences == 0 && r.divergences != 0) f.first_divergence = r.first_divergence;
+        f.served += r.served;
+        f.iterations += r.iterations;
+        f.divergences += r.divergences;
+        f.arena_reservations += r.arena_reservations;
+        f.real_allocations += r.real_allocations;
+        f.cache_allocations += r.cache_allocations;
+        f.fence_waits += r.fence_waits;
+        f.arena_held = f.arena_held || r.arena_held;
+        return;
+      }
+    replays_.push_back(r);
+  }
   DeviceLimits limits_;
 };
 

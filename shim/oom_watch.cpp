@@ -73,6 +73,16 @@ core::EventSink* OomWatch::sink_for_new_allocator(const void* key, core::EventSi
   }
 }
 
+void OomWatch::forget(const void* key) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(sinks_, [&](const auto& ks) { return ks.first == key; });
+}
+
+std::size_t OomWatch::sinks() const noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sinks_.size();
+}
+
 OomWatch::Evidence OomWatch::gather(const void* key) const noexcept {
   Evidence ev;
   if (!watch_) return ev;

@@ -41,7 +41,12 @@ class OomWatch {
   // For a context's allocator being built (ContextTable's lock held): the sink to attach
   // in place of `trace_sink` (which it calls on), or `trace_sink` itself when nothing is
   // watched. `key` names the allocator at report time.
+  // The sink returned, when it is not `trace_sink`, is the caller's to free (with its
+  // allocator, after forget(key)).
   core::EventSink* sink_for_new_allocator(const void* key, core::EventSink* trace_sink) noexcept;
+  // The allocator `key` ended: its sink is no longer found (the caller frees it later).
+  void forget(const void* key) noexcept;
+  std::size_t sinks() const noexcept;  // sinks of live allocators
 
   // What was kept of the allocator `key` (empty without a sink).
   struct Evidence {
@@ -64,7 +69,7 @@ class OomWatch {
   std::string pattern_;         // LUMA_OOM_SNAPSHOT
   std::atomic<bool> written_{false};
   mutable std::mutex mu_;       // sinks_
-  std::vector<std::pair<const void*, OomWatchSink*>> sinks_;  // never freed: events may come
+  std::vector<std::pair<const void*, OomWatchSink*>> sinks_;  // one per live allocator
 };
 
 // "symbol+0xOFF" (demangled) for a return address, "module+0xOFF" when it has no dynamic

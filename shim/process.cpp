@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "footprint.h"
 #include "run_identity.h"
 #include "shim_state.h"
 #include "signal_flush.h"
@@ -97,9 +98,16 @@ std::string format_output(const State& s, int signal) {
   // thread may (a signal handler that called exit() inside an allocation). Such a device
   // is left out of the statistics, and the output says so, rather than hang the exit.
   const auto deadline = std::chrono::steady_clock::now() + kStatsLockWait;
+  // The live entries are read inside a grace section: a context destroyed meanwhile by
+  // another thread is not freed under this walk. Ended contexts come folded, one record
+  // per device (context_table.h).
+  GracePeriods::Section reading;
   std::vector<core::DeviceStats> devices;
+  std::vector<core::ReplayStats> replay;
+  std::vector<const ContextEntry*> live;
+  s.contexts.snapshot(&devices, &replay, &live);
   std::string busy;
-  for (const ContextEntry* e = s.contexts.made(); e != nullptr; e = e->next_made) {
+  for (const ContextEntry* e : live) {
     core::DeviceStats d;
     if (e->allocator.try_stats(&d, deadline)) {
       // One entry per device, as PyTorch reports: the contexts of a device (one per
@@ -127,9 +135,8 @@ std::string format_output(const State& s, int signal) {
     extra.push_back(core::StatsExtra::text(
         "left_out", "device " + busy + ": its allocator was held by a running call at exit"));
   // LUMA_PLAN: whether the run was served from its plan, how far it got, real allocations.
-  std::vector<core::ReplayStats> replay;
   if (s.plans.wanted())
-    for (const ContextEntry* e = s.contexts.made(); e != nullptr; e = e->next_made) {
+    for (const ContextEntry* e : live) {
       core::ReplayStats r;
       if (e->allocator.try_replay_stats(&r, deadline)) replay.push_back(r);
     }
@@ -138,6 +145,7 @@ std::string format_output(const State& s, int signal) {
   if (s.host_cache != nullptr) host = s.host_cache->stats_for_exit();
   if (s.settings.stats == StatsFormat::json) {
     extra.push_back({"forwarded_allocations", core::format_forwarded_json(forwarded), false});
+    extra.push_back({"footprint", footprint_json(footprint(s)), false});  // luma's own records
     if (host) extra.push_back({"host_cache", core::format_host_cache_json(*host, s.host_cache->limit()), false});
     if (s.plans.wanted())
       extra.push_back({"plan", core::format_replay_json(s.plans.summary(), replay), false});
@@ -214,6 +222,7 @@ void flush_process_output(int signal) noexcept {
 }
 
 void on_fork_child() noexcept {
+  GracePeriods::after_fork_in_child();  // the parent's other threads are not here
   signal_flush_in_child();  // the parent's flusher thread is not here
   State* s = state_if_ready();
   if (s == nullptr) return;

@@ -2,15 +2,26 @@
 // Every hook takes the guard before doing anything; a hook entered while the guard is held
 // (the real driver calling back through an exported symbol, a logger calling dlsym, luma's
 // own initialisation) forwards straight to the real driver and never re-enters the cache.
-// Must never allocate or call anything: it is read on every intercepted call.
+// The outermost guard of a thread is also its read section for grace periods
+// (grace_periods.h): a context entry this hook may load is not freed until it returns.
+// Must never allocate or call anything (but a thread's first entry, which takes its grace
+// record): it is read on every intercepted call.
 #pragma once
+
+#include "grace_periods.h"
 
 namespace luma::shim {
 
 class RecursionGuard {
  public:
-  RecursionGuard() noexcept : was_active_(active_) { active_ = true; }
-  ~RecursionGuard() { active_ = was_active_; }
+  RecursionGuard() noexcept : was_active_(active_) {
+    active_ = true;
+    if (!was_active_) GracePeriods::enter();
+  }
+  ~RecursionGuard() {
+    if (!was_active_) GracePeriods::leave();
+    active_ = was_active_;
+  }
   RecursionGuard(const RecursionGuard&) = delete;
   RecursionGuard& operator=(const RecursionGuard&) = delete;
 

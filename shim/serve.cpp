@@ -69,6 +69,16 @@ void warn_table_full() noexcept {
                ContextTable::kMaxContexts);
 }
 
+// Frees the retired entries whose grace period has passed (context_table.h): the caller
+// holds no pointer to a retired entry. Their sinks go with them; the trace's goes back to
+// the recorder for the next allocator.
+void free_ended_entries(State& s) noexcept {
+  for (ContextEntry* e : s.contexts.reclaimable()) {
+    s.recorder.give_back(e->trace_sink);
+    delete e;
+  }
+}
+
 // The first allocation in a context: its entry is made (once), published, and the
 // process's late duties done (the signal flush of a child forked before serving).
 [[gnu::noinline]] ContextEntry* new_entry(State& s, CUcontext ctx) {
@@ -80,6 +90,7 @@ void warn_table_full() noexcept {
   // held until the entry is made: no capture begins under those questions.
   const auto held = s.captures.hold();
   if (s.captures.any() && s.captures.any_in(ctx)) return nullptr;
+  free_ended_entries(s);  // a context may have ended with none made since
   // A program cache loaded before the program's first allocation is known from the start.
   s.program_cache.check(s.settings.core.program_cache);
   ContextEntry* found = s.contexts.find_or_create(ctx, [&]() -> ContextEntry* {
@@ -111,9 +122,16 @@ void warn_table_full() noexcept {
     // Before the entry is published: the allocator's first event is already recorded
     // (and published in the live record, live_publisher.h: the cache and the plan's arena
     // each have a slot).
-    luma::core::EventSink* sink =
-        s.oom.sink_for_new_allocator(&e->allocator, s.recorder.sink_for_new_allocator(s.driver));
-    if (luma::core::EventSink* nvtx = nvtx_memory_sink(sink, e->driver_device)) sink = nvtx;  // a tool reads NVTX
+    // The trace's sink is the recorder's (given back when the entry is freed); the watch's
+    // and NVTX's are the entry's own.
+    luma::core::EventSink* trace = s.recorder.sink_for_new_allocator(s.driver);
+    e->trace_sink = trace;
+    luma::core::EventSink* sink = s.oom.sink_for_new_allocator(&e->allocator, trace);
+    if (sink != trace) e->sinks.emplace_back(sink);
+    if (luma::core::EventSink* nvtx = nvtx_memory_sink(sink, e->driver_device)) {  // a tool reads NVTX
+      e->sinks.emplace_back(nvtx);
+      sink = nvtx;
+    }
     if (sink != nullptr) e->allocator.set_event_sink(sink);
     if (s.live.wanted()) {
       std::optional<std::uint64_t> limit;
@@ -319,11 +337,21 @@ void retire_entry(State& s, ContextEntry* e) noexcept {
   e->driver_device.give_back_virtual_memory();
   if (s.host_cache != nullptr) s.host_cache->forget_context(e->ctx);
   s.streams.remove_context(e->ctx);
+  // No writer of the allocator's may touch the slots once they are released (a thread still
+  // inside it would write into a slot a new allocator took).
+  e->allocator.set_live_writers(nullptr, nullptr);
   s.live.release(&e->allocator.cache());  // after its memory was dropped: its slots read 0
   s.live.release(&e->allocator);
+  s.oom.forget(&e->allocator);
   log_noexcept(LogLevel::info,
                "context {} of device {} was destroyed; its cached memory went with it",
                static_cast<void*>(e->ctx), e->device);
+  // What the report at exit needs is folded into the device's record; the entry waits for
+  // its grace period in the graveyard, and those whose period passed are freed.
+  std::optional<core::ReplayStats> replay;
+  if (s.plans.wanted()) replay = e->allocator.replay_stats();
+  s.contexts.bury(e, e->allocator.stats(), replay);
+  free_ended_entries(s);
 }
 
 // Retires the live entry of device's primary context, if any.
@@ -636,7 +664,12 @@ std::uint64_t on_context_destroying(State& s, CUcontext ctx) noexcept {
 void on_context_destroy_answered(State& s, CUcontext ctx, CUresult r, std::uint64_t ticket) noexcept {
   if (r == CUDA_SUCCESS) {
     CurrentContext::forget_everywhere();  // it was current here (popped) or elsewhere
-    if (ContextEntry* e = s.contexts.find(ctx)) retire_entry(s, e);
+    if (ContextEntry* e = s.contexts.find(ctx)) {
+      retire_entry(s, e);
+    } else {  // luma served nothing in it, yet may track its streams and host-cache fences
+      if (s.host_cache != nullptr) s.host_cache->forget_context(ctx);
+      s.streams.remove_context(ctx);
+    }
     s.captures.end_context(ctx);
   }
   if (ticket != 0) s.captures.withdraw(ticket);

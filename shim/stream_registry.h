@@ -35,8 +35,14 @@ class StreamRegistry {
 
   void clear() noexcept;
 
+  // Streams tracked now (luma's records).
+  std::size_t size() const noexcept {
+    std::lock_guard lock(mutex_);
+    return streams_.size();
+  }
+
  private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::vector<std::pair<CUcontext, CUstream>> streams_;  // few: a flat list is fastest
 };
 

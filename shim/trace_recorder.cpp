@@ -164,12 +164,35 @@ core::EventSink* TraceRecorder::sink_for_new_allocator(const RealDriver& driver)
     }
   }
   if (!writer_) return nullptr;
+  {
+    std::lock_guard lock(open_mutex_);
+    if (!spare_.empty()) {
+      TraceEventSink* sink = spare_.back();
+      spare_.pop_back();
+      return sink;
+    }
+  }
   auto* sink = new (std::nothrow) TraceEventSink(*writer_, clock_, gate_);
   if (sink == nullptr) return nullptr;
   // Called under the context table's lock (one allocator at a time), so a plain push.
   sink->next = sinks_.load(std::memory_order_relaxed);
   sinks_.store(sink, std::memory_order_release);
+  sinks_made_.fetch_add(1, std::memory_order_relaxed);
   return sink;
+}
+
+void TraceRecorder::give_back(core::EventSink* sink) noexcept {
+  if (sink == nullptr) return;
+  try {
+    std::lock_guard lock(open_mutex_);
+    spare_.push_back(static_cast<TraceEventSink*>(sink));
+  } catch (...) {  // no memory for the list: this one sink is not used again
+  }
+}
+
+std::size_t TraceRecorder::sinks_spare() const noexcept {
+  std::lock_guard lock(open_mutex_);
+  return spare_.size();
 }
 
 void TraceRecorder::record_forwarded(const RealDriver& driver,

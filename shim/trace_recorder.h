@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "context_table.h"
 #include "event_clock.h"
@@ -41,7 +42,13 @@ class TraceRecorder {
 
   // For a context's allocator being built (ContextTable's lock held): opens the trace on
   // the first call and returns the sink to attach, or nullptr when nothing is recorded.
+  // A sink an ended context's allocator no longer calls (its grace period passed) is
+  // given back and serves the next allocator: sinks are bounded by the contexts alive.
   core::EventSink* sink_for_new_allocator(const RealDriver& driver) noexcept;
+  void give_back(core::EventSink* sink) noexcept;
+  // Sinks made (alive at once, at most) and given back (waiting for a new allocator).
+  std::size_t sinks_made() const noexcept { return sinks_made_.load(std::memory_order_relaxed); }
+  std::size_t sinks_spare() const noexcept;
 
   // A call luma forwarded to the driver (forwarded_calls.h): recorded with this thread and
   // the time; opens the trace on the first call when no allocator opened it (a program
@@ -68,7 +75,7 @@ class TraceRecorder {
   std::string pattern_;
   std::string settings_text_;
   unsigned stack_depth_ = 0;
-  std::mutex open_mutex_;  // open(): taken inside ContextTable's lock, never around it
+  mutable std::mutex open_mutex_;  // open(): taken inside ContextTable's lock, never around it
   bool tried_ = false;     // open() ran (open_mutex_)
   // writer_ once open() made it: what forwarded calls write to without the mutex.
   std::atomic<core::TraceWriter*> open_writer_{nullptr};
@@ -77,8 +84,11 @@ class TraceRecorder {
   std::string path_;
   EventClock clock_;
   std::unique_ptr<core::TraceWriter> writer_;
-  // Every sink made, newest first (one per allocator; never freed: events may still come).
+  // Every sink made, newest first (one per allocator alive, or spare; never freed: the
+  // exit gate walks them without a lock).
   std::atomic<TraceEventSink*> sinks_{nullptr};
+  std::atomic<std::size_t> sinks_made_{0};
+  std::vector<TraceEventSink*> spare_;  // given back (open_mutex_)
   TraceGate gate_;  // stopping + membarrier (see trace_event_sink.h)
   std::atomic<bool> detached_{false};
   std::atomic<bool> closed_{false};

@@ -40,6 +40,18 @@ std::size_t CachingAllocator::cached_bytes() const noexcept {
   return static_cast<std::size_t>(impl_->stats.reserved_bytes.all_current() - impl_->stats.allocated_bytes.all_current());
 }
 
+bool CachingAllocator::try_host_bytes(std::size_t* out, std::chrono::steady_clock::time_point deadline) const noexcept {
+  if (!lock_until(impl_->mu, deadline)) return false;
+  std::lock_guard<AllocatorLock> lock(impl_->mu, std::adopt_lock);
+  const Impl& m = *impl_;
+  std::size_t bytes = sizeof(Impl) + m.blocks.host_bytes() + m.segment_records.host_bytes() +
+                      m.segment_at.host_bytes() + m.live.host_bytes() + m.closed.host_bytes() +
+                      m.segment_of_first.capacity() * sizeof(Segment*);
+  for (const auto& e : m.expanses) bytes += e.capacity() * sizeof(Segment*);
+  *out = bytes;
+  return true;
+}
+
 std::size_t CachingAllocator::largest_free_block() const noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   std::size_t largest = 0;

@@ -113,6 +113,10 @@ class CachingAllocator {
   // serve without the device. Walks every block, so for reports (out of memory), never
   // the hot path; pending blocks are not free yet and do not count.
   std::size_t largest_free_block() const noexcept;
+  // Host memory the allocator holds for its own records (its state, block and segment
+  // records, pointer maps, fence queue): what an ended context gives back when freed.
+  // False (and *out unchanged) if the lock cannot be taken by `deadline`, as try_stats.
+  bool try_host_bytes(std::size_t* out, std::chrono::steady_clock::time_point deadline) const noexcept;
   // Every segment and its blocks, as they are now (allocator_snapshot.h): one walk under
   // the lock, no device call. For reports (out of memory) and tests, never the hot path;
   // throws std::bad_alloc when the host has no memory for the copy.

@@ -122,6 +122,7 @@ class FenceQueue {
   // Asked at every allocation of the caching allocator: a compare with a kept capacity (a
   // power of two, so that positions wrap with a mask, not a division).
   bool full() const noexcept { return count_ == capacity_; }
+  std::size_t host_bytes() const noexcept { return ring_.capacity() * sizeof(Batch); }  // the ring
   void grow() {  // may throw std::bad_alloc; nothing changes then
     std::vector<Batch> bigger(std::max<std::size_t>(16, capacity_ * 2));
     for (std::size_t i = 0; i < count_; ++i) bigger[i] = ring_[(head_ + i) & (capacity_ - 1)];

@@ -55,6 +55,10 @@ void* allocate_index_memory(std::size_t bytes) {
 #endif
 }
 
+std::size_t index_memory_footprint(std::size_t bytes) noexcept {
+  return use_mapping(bytes) ? round_up(bytes, kLargePage) : bytes;
+}
+
 void free_index_memory(void* p, std::size_t bytes) noexcept {
   if (p == nullptr) return;
   if (!use_mapping(bytes)) {

@@ -21,5 +21,7 @@ inline constexpr std::size_t kIndexMemoryAlignment = 64;
 void* allocate_index_memory(std::size_t bytes);
 // `bytes` exactly as passed to allocate_index_memory.
 void free_index_memory(void* p, std::size_t bytes) noexcept;
+// What allocate_index_memory(bytes) holds in all (a mapping is whole large pages).
+std::size_t index_memory_footprint(std::size_t bytes) noexcept;
 
 }  // namespace luma::core

@@ -110,6 +110,12 @@ class PointerMap {
     return static_cast<std::size_t>((static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> shift_);
   }
   std::size_t bucket_count() const noexcept { return buckets_count_; }
+  // Host memory held: the buckets and their overflow counts.
+  std::size_t host_bytes() const noexcept {
+    return buckets_count_ == 0 ? 0
+                               : index_memory_footprint(buckets_count_ * sizeof(Bucket)) +
+                                     index_memory_footprint(buckets_count_ * sizeof(std::uint32_t));
+  }
   std::uint32_t overflowed(std::size_t bucket) const noexcept { return overflow_[bucket]; }
 
  private:

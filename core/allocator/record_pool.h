@@ -67,6 +67,10 @@ class RecordPool {
   std::size_t in_use() const noexcept { return made_ - freed_; }
   // Records that can be taken without allocating: asked at every allocation, so kept.
   std::size_t spare() const noexcept { return spare_; }
+  // Host memory held: the chunks and their list.
+  std::size_t host_bytes() const noexcept {
+    return chunks_.size() * index_memory_footprint(kChunkRecords * sizeof(T)) + chunks_.capacity() * sizeof(T*);
+  }
 
  private:
   void add_chunk() {

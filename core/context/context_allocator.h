@@ -97,6 +97,7 @@ class ContextAllocator {
   ReplayStats replay_stats() const noexcept;
 
   CachingAllocator& cache() noexcept { return cache_; }
+  const CachingAllocator& cache() const noexcept { return cache_; }
 
  private:
   class SerializedDevice;

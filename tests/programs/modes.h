@@ -46,6 +46,11 @@ int mode_contexts(int argc, char** argv);
 int mode_many_contexts(int argc, char** argv);
 int mode_context_destroy_race(int argc, char** argv);
 
+// modes_lifetimes.cpp: many lifetimes, luma's own records before and after
+int mode_lifetimes(int argc, char** argv);
+int mode_grace_period(int argc, char** argv);
+int mode_destroy_while_freeing(int argc, char** argv);
+
 // modes_ipc.cpp: IPC and address ranges
 int mode_address_range(int argc, char** argv);
 int mode_ipc_ranges(int argc, char** argv);

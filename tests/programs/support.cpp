@@ -107,6 +107,12 @@ bool set_stand_in_alloc_hold(uint64_t us) {
   return set_hold != nullptr;
 }
 
+bool set_stand_in_host_alloc_us(uint64_t us) {
+  auto* set_cost = stand_in_function<void(uint64_t)>("luma_fake_set_host_alloc_us");
+  if (set_cost != nullptr) set_cost(us);
+  return set_cost != nullptr;
+}
+
 bool set_stand_in_ctx_destroy_hold(uint64_t us) {
   auto* set_hold = stand_in_function<void(uint64_t)>("luma_fake_set_ctx_destroy_hold_us");
   if (set_hold != nullptr) set_hold(us);

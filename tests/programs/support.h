@@ -61,6 +61,9 @@ bool set_stand_in_alloc_hold(uint64_t us);
 // How long the stand-in holds a thread inside a context's destruction; false on a real
 // driver.
 bool set_stand_in_ctx_destroy_hold(uint64_t us);
+// luma_fake_set_host_alloc_us: each page-locked host allocation takes that long inside the
+// driver call. False without the stand-in.
+bool set_stand_in_host_alloc_us(uint64_t us);
 
 // The stand-in's count of refused calls that named a context being destroyed or destroyed
 // (or an event of one); -1 on a real driver.

@@ -777,8 +777,30 @@ def case_sigkill(rounds):
           f"(up to {most} pairs per kill)")
 
 
+def case_context_race(rounds, threads):
+    """Contexts made and destroyed while other threads allocate and free in the primary
+    context (every free scans the context table): an ended context's entry is freed under
+    no reader (the sanitizer passes run this; a read of a freed entry is a finding there),
+    every allocation is right, and luma's own records at the end hold only the primary
+    context (luma_footprint)."""
+    d = work_dir(f"context-race-{rounds}-{threads}")
+    env = base_env(True, LUMA_STATS="json", LUMA_STATS_FILE=os.path.join(d, "stats.json"))
+    p = run([PROG["prog_driver"], "destroy-while-freeing", rounds, threads], env,
+            timeout=TIMEOUT, expect=0)
+    line = json.loads(p.stdout.strip().splitlines()[-1])
+    end = line["end"]
+    check(end["contexts_live"] == 1, f"contexts live at the end: {end}")
+    check(end["contexts_made"] == int(rounds) + 1, f"contexts made: {end}")
+    stats = luma_stats(os.path.join(d, "stats.json"))
+    check(stats["footprint"]["contexts_made"] == int(rounds) + 1, f"exit footprint: {stats.get('footprint')}")
+    print(f"context-race: {rounds} contexts destroyed while {threads} threads freed; "
+          f"graveyard at the end {end['contexts_graveyard']}, thread records made "
+          f"{end['thread_records_made']}")
+
+
 CASES = {
     "stress": case_stress,
+    "context-race": case_context_race,
     "stress-plain": case_stress_plain,
     "faults": case_faults,
     "bad-calls": case_bad_calls,
