@@ -1,23 +1,27 @@
 #!/usr/bin/env python3
-"""check_layers.py - the build's check that core/'s parts depend only on what they may.
+"""check_layers.py - the build's check that a tree's parts depend only on what they may.
 
-Each part is a folder of core/ (core/README.md; the graph is written once, in
-core/meson.build's `core_layers`). A file of part P may include, from core, only P itself
-and the parts P is declared to depend on; core/base/ depends on nothing. A forbidden
-include fails the build here, naming the file, the line and the rule, instead of waiting
-for a review. On success it writes OUTPUT (an empty header the parts' libraries are built
-after).
-Usage: check_layers.py CORE_DIR OUTPUT PART=DEP,DEP... [PART=...]
+Used for core/ and for shim/. Each part is a folder of the tree (its README.md maps them;
+the graph is written once, in the tree's meson.build: `core_layers`, `shim_layers`). A
+file of part P may include, from the tree, only P itself and the parts P is declared to
+depend on; a header at the tree's root (shim/'s serving layer) counts as the part ".",
+which no folder may include unless declared. Files at the root are not checked: the root
+composes the parts. A forbidden include fails the build here, naming the file, the line
+and the rule, instead of waiting for a review. On success it writes OUTPUT (an empty
+header the parts' libraries are built after).
+Usage: check_layers.py TREE_DIR OUTPUT PART=DEP,DEP... [PART=...]
 """
 import os
 import re
 import sys
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)(/|\.h")')
 
 
 def main():
     core, output, specs = sys.argv[1], sys.argv[2], sys.argv[3:]
+    tree = os.path.basename(os.path.normpath(core))
+    root_headers = {n[:-2] for n in os.listdir(core) if n.endswith(".h")}
     allowed = {}
     for spec in specs:
         part, _, deps = spec.partition("=")
@@ -26,7 +30,7 @@ def main():
     folders = sorted(d for d in os.listdir(core) if os.path.isdir(os.path.join(core, d)))
     for part in folders:
         if part not in allowed:
-            problems.append(f"core/{part}/ is not a part of core_layers (core/meson.build)")
+            problems.append(f"{tree}/{part}/ is not a part of {tree}_layers ({tree}/meson.build)")
             continue
         for dirpath, _, files in os.walk(os.path.join(core, part)):
             for name in sorted(files):
@@ -36,19 +40,27 @@ def main():
                 with open(path, encoding="utf-8") as f:
                     for number, line in enumerate(f, 1):
                         m = INCLUDE.match(line)
-                        if not m or m.group(1) not in allowed or m.group(1) == part:
+                        if not m:
                             continue
-                        if m.group(1) not in allowed[part]:
-                            rel = os.path.relpath(path, os.path.dirname(core))
+                        included = m.group(1)
+                        if m.group(2) != "/":  # a bare header: the root's, if the root has it
+                            if included not in root_headers or os.path.exists(os.path.join(dirpath, included + ".h")):
+                                continue
+                            included = "."
+                        elif included not in allowed or included == part:
+                            continue
+                        if included not in allowed[part]:
+                            rel = os.path.relpath(path, os.path.dirname(os.path.normpath(core)))
                             may = ", ".join(sorted(allowed[part])) or "nothing"
-                            problems.append(f"{rel}:{number}: core/{part}/ may not include "
-                                            f"{m.group(1)}/ (it may include {may})")
+                            what = f"{tree}/'s root headers" if included == "." else f"{included}/"
+                            problems.append(f"{rel}:{number}: {tree}/{part}/ may not include "
+                                            f"{what} (it may include {may})")
     for p in problems:
         print(p, file=sys.stderr)
     if problems:
         return 1
     with open(output, "w", encoding="utf-8") as f:
-        f.write("// core's layers checked (core/check_layers.py)\n#pragma once\n")
+        f.write(f"// {tree}'s layers checked (core/check_layers.py)\n#pragma once\n")
     return 0
 
 

@@ -45,20 +45,27 @@ HandleSizes* handle_sizes() noexcept {
 
 std::uint64_t stream_value(CUstream s) noexcept { return reinterpret_cast<std::uint64_t>(s); }
 
-ForwardedCall call_of(ForwardedOp op, ForwardedEntry entry, std::uint64_t address,
-                      std::uint64_t bytes, std::uint64_t stream = 0,
-                      std::uint64_t handle = 0) noexcept {
-  ForwardedCall c;
-  c.op = op;
-  c.entry = entry;
-  c.address = address;
-  c.bytes = bytes;
-  c.stream = stream;
-  c.handle = handle;
-  return c;
-}
 
 }  // namespace
+
+// Counted while luma is active, as the served calls are: with caching off luma is not
+// there to report, and a child forked after the parent served reports nothing.
+// The trace record names the entry point and the pointer when the caller gives them.
+void on_forwarded_alloc(State& s, ForwardedPath path, std::size_t bytes, ForwardedEntry entry,
+                        const void* ptr) noexcept {
+  on_forwarded_call(s, path, call_of(ForwardedOp::alloc, entry, reinterpret_cast<std::uint64_t>(ptr), bytes));
+}
+
+void on_forwarded_free(State& s, ForwardedPath path, ForwardedEntry entry, const void* ptr) noexcept {
+  on_forwarded_call(s, path, call_of(ForwardedOp::free, entry, reinterpret_cast<std::uint64_t>(ptr), 0));
+}
+
+void on_mem_alloc_async(State& s, CUdeviceptr* dptr, std::size_t bytes, CUstream stream) noexcept {
+  on_forwarded_call(s, ForwardedPath::stream_ordered,
+                    call_of(ForwardedOp::alloc, ForwardedEntry::cuMemAllocAsync, dptr != nullptr ? *dptr : 0,
+                            bytes, stream_value(stream)));
+}
+
 
 void on_forwarded_call(State& s, ForwardedPath path, ForwardedCall call) noexcept {
   if (!s.serves()) return;

@@ -7,12 +7,26 @@
 
 #include <cstddef>
 
-#include "cuda_abi.h"
-#include "forwarded_paths.h"
+#include "driver/cuda_abi.h"
+#include "observe/forwarded_paths.h"
 #include "shim_state.h"
 #include "trace/trace_format.h"
 
 namespace luma::shim {
+
+// A forwarded call's record, built in one place.
+inline core::trace::ForwardedCall call_of(core::trace::ForwardedOp op, core::trace::ForwardedEntry entry,
+                                          std::uint64_t address, std::uint64_t bytes,
+                                          std::uint64_t stream = 0, std::uint64_t handle = 0) noexcept {
+  core::trace::ForwardedCall c;
+  c.op = op;
+  c.entry = entry;
+  c.address = address;
+  c.bytes = bytes;
+  c.stream = stream;
+  c.handle = handle;
+  return c;
+}
 
 // One forwarded call of `path` (call.path, thread and time are filled in here): alloc and
 // map count as allocations of call.bytes, free and unmap as frees. Only while luma serves,
@@ -25,6 +39,15 @@ void on_forwarded_call(State& s, ForwardedPath path, core::trace::ForwardedCall 
 // have the host cache's own section).
 void on_host_cache_call(State& s, core::trace::ForwardedCall call) noexcept;
 
+// A forwarded allocation path (forwarded_paths.h): one more call, of `bytes`.
+void on_forwarded_alloc(State& s, ForwardedPath path, std::size_t bytes,
+                        core::trace::ForwardedEntry entry = core::trace::ForwardedEntry::unknown,
+                        const void* ptr = nullptr) noexcept;
+void on_forwarded_free(State& s, ForwardedPath path,
+                       core::trace::ForwardedEntry entry = core::trace::ForwardedEntry::unknown,
+                       const void* ptr = nullptr) noexcept;
+// cuMemAllocAsync and its _ptsz twin: the program's stream-ordered pool allocation.
+void on_mem_alloc_async(State& s, CUdeviceptr* dptr, std::size_t bytes, CUstream stream) noexcept;
 // The observers of the pool, managed and virtual memory hooks.
 void on_mem_alloc_managed(State& s, CUdeviceptr* dptr, std::size_t bytes, unsigned flags) noexcept;
 void on_mem_alloc_from_pool_async(State& s, CUdeviceptr* dptr, std::size_t bytes,

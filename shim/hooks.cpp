@@ -8,15 +8,33 @@
 // to the real driver; a missing real entry point is CUDA_ERROR_NOT_INITIALIZED; anything
 // luma does not serve goes to the real driver untouched, so the caller gets the error code
 // the real call would give.
-#include "dlsym_hook.h"
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "driver/dlsym_hook.h"
 #include "forwarded_calls.h"
-#include "recursion_guard.h"
+#include "threads/recursion_guard.h"
+#include "context_entries.h"
+#include "observe/footprint.h"
 #include "serve.h"
 
 #define LUMA_EXPORT extern "C" [[gnu::visibility("default")]]
 
 namespace luma::shim {
 namespace {
+
+// The opening every forwarding wrapper shares: whether this call is nested inside luma
+// (the driver calling back, luma's own initialisation), and the real driver to call - the
+// loaded one from a nested call, which never initialises (the initialising thread holds
+// the guard, and pthread_once would deadlock), else the process's.
+template <auto Real>
+struct Opening {
+  bool nested = RecursionGuard::active();
+  const RealDriver* d = nested ? loaded_driver() : &state().driver;
+  // The driver or its entry point is not there: CUDA_ERROR_NOT_INITIALIZED.
+  bool missing() const noexcept { return d == nullptr || d->*Real == nullptr; }
+};
 
 // A served call: serve(state, args...) when luma serves, else the real function. An
 // exception inside luma is logged and the call forwarded, as if luma were not there.
@@ -43,9 +61,10 @@ CUresult serve_or_forward(const char* name, Serve serve, Args... args) noexcept 
 // `always`; outside a nested call) observe(state, args...) so luma learns what changed.
 template <auto Real, bool always = false, typename Observe, typename... Args>
 CUresult forward_then_observe(Observe observe, Args... args) noexcept {
-  const bool nested = RecursionGuard::active();
-  const RealDriver* d = nested ? loaded_driver() : &state().driver;
-  if (d == nullptr || d->*Real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  const Opening<Real> o;
+  if (o.missing()) return CUDA_ERROR_NOT_INITIALIZED;
+  const bool nested = o.nested;
+  const RealDriver* d = o.d;
   const CUresult r = (d->*Real)(args...);
   if ((always || r == CUDA_SUCCESS) && !nested) {
     RecursionGuard guard;
@@ -59,9 +78,10 @@ CUresult forward_then_observe(Observe observe, Args... args) noexcept {
 // the capture mode the call asks for.
 template <auto Real, typename... Args>
 CUresult announce_then_forward(CUstream stream, CUstreamCaptureMode mode, Args... args) noexcept {
-  const bool nested = RecursionGuard::active();
-  const RealDriver* d = nested ? loaded_driver() : &state().driver;
-  if (d == nullptr || d->*Real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  const Opening<Real> o;
+  if (o.missing()) return CUDA_ERROR_NOT_INITIALIZED;
+  const bool nested = o.nested;
+  const RealDriver* d = o.d;
   if (nested) return (d->*Real)(args...);
   std::uint64_t ticket = 0;
   {
@@ -81,9 +101,10 @@ CUresult announce_then_forward(CUstream stream, CUstreamCaptureMode mode, Args..
 // driver destroys it or after (capture_registry.h); settled with the driver's answer.
 template <auto Real, typename Arg, typename Announce, typename Settle>
 CUresult announce_end_then_forward(Announce announce, Settle settle, Arg arg) noexcept {
-  const bool nested = RecursionGuard::active();
-  const RealDriver* d = nested ? loaded_driver() : &state().driver;
-  if (d == nullptr || d->*Real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  const Opening<Real> o;
+  if (o.missing()) return CUDA_ERROR_NOT_INITIALIZED;
+  const bool nested = o.nested;
+  const RealDriver* d = o.d;
   if (nested) return (d->*Real)(arg);
   std::uint64_t ticket = 0;
   {
@@ -103,9 +124,10 @@ CUresult announce_end_then_forward(Announce announce, Settle settle, Arg arg) no
 template <typename Ask>
 CUresult resolve_for_program(const char* symbol, void** pfn, int cuda_version,
                              CUdriverProcAddressQueryResult* status, Ask ask) noexcept {
-  const bool nested = RecursionGuard::active();
-  const RealDriver* d = nested ? loaded_driver() : &state().driver;
-  if (d == nullptr || d->get_proc_address_v2 == nullptr) {
+  const Opening<&RealDriver::get_proc_address_v2> o;
+  const bool nested = o.nested;
+  const RealDriver* d = o.d;
+  if (o.missing()) {
     if (pfn != nullptr) *pfn = nullptr;
     if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_ERROR_NOT_INITIALIZED;
@@ -314,9 +336,10 @@ LUMA_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph 
 // from a thread that may not end it, or on a stream that is not the capture's origin.
 template <auto Real>
 CUresult forward_then_end(CUstream stream, CUgraph* graph) noexcept {
-  const bool nested = RecursionGuard::active();
-  const RealDriver* d = nested ? loaded_driver() : &state().driver;
-  if (d == nullptr || d->*Real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  const Opening<Real> o;
+  if (o.missing()) return CUDA_ERROR_NOT_INITIALIZED;
+  const bool nested = o.nested;
+  const RealDriver* d = o.d;
   const CUresult r = (d->*Real)(stream, graph);
   const bool still_capturing = r == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD ||
                                r == CUDA_ERROR_STREAM_CAPTURE_UNMATCHED ||
@@ -362,14 +385,13 @@ LUMA_EXPORT CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned int f
 }
 
 LUMA_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
-  const bool nested = RecursionGuard::active();
-  const RealDriver* d = nested ? loaded_driver() : &state().driver;
-  if (d == nullptr || d->stream_destroy == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!nested) {
+  const Opening<&RealDriver::stream_destroy> o;
+  if (o.missing()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!o.nested) {
     RecursionGuard guard;
     on_stream_destroying(state(), stream);
   }
-  return d->stream_destroy(stream);
+  return o.d->stream_destroy(stream);
 }
 
 // ---- current context: followed so that an allocation asks the driver nothing -----------
@@ -490,4 +512,27 @@ void* luma::shim::hook_function(Hook h) noexcept {
   static_assert(sizeof(functions) / sizeof(functions[0]) == static_cast<std::size_t>(Hook::count));
   const auto i = static_cast<std::size_t>(h);
   return i < static_cast<std::size_t>(Hook::count) ? functions[i] : nullptr;
+}
+
+// luma_footprint(buf, size): luma's own records now (observe/footprint.h), as a JSON
+// object written into buf (NUL-terminated, cut to size); returns the length the whole text
+// needs, like snprintf, or 0 before luma served anything. A program asks for it through
+// dlsym(RTLD_DEFAULT, "luma_footprint").
+LUMA_EXPORT std::size_t luma_footprint(char* buf, std::size_t size) noexcept {
+  using namespace luma::shim;
+  State* s = state_if_ready();
+  if (s == nullptr) return 0;
+  RecursionGuard guard;  // no hook of this thread comes back in meanwhile
+  try {
+    const std::string text =
+        footprint_json(footprint(s->contexts, s->streams, s->captures, s->recorder, s->oom));
+    if (buf != nullptr && size > 0) {
+      const std::size_t n = std::min(size - 1, text.size());
+      std::memcpy(buf, text.data(), n);
+      buf[n] = '\0';
+    }
+    return text.size();
+  } catch (...) {
+    return 0;
+  }
 }

@@ -5,6 +5,7 @@
 // pointer luma did not hand out).
 #include "serve.h"
 
+#include "context_entries.h"
 #include "forwarded_calls.h"
 
 namespace luma::shim {
@@ -13,7 +14,7 @@ namespace {
 // The context the block belongs to: the current one, with its entry made so the fences
 // of later frees cover its streams. nullptr: the call is left to the driver.
 CUcontext serving_context(State& s) {
-  ContextEntry* e = current_context_entry(s);
+  ContextEntry* e = current_entry(s);
   return e != nullptr ? e->ctx : nullptr;
 }
 
@@ -61,7 +62,7 @@ CUresult serve_mem_free_host(State& s, void* p) {
     // happens there, the free must reach the cache: forwarded, a block the cache still
     // counts as live would be freed under it.
     try {
-      current_context_entry(s);
+      current_entry(s);
     } catch (...) {
     }
     if (auto r = s.host_cache->free(p)) {

@@ -41,8 +41,8 @@
 #include <string>
 #include <vector>
 
-#include "footprint.h"
-#include "run_identity.h"
+#include "observe/footprint.h"
+#include "observe/run_identity.h"
 #include "shim_state.h"
 #include "signal_flush.h"
 #include "host_cache/host_cache_format.h"
@@ -92,6 +92,11 @@ void write_all(int fd, const std::string& text) noexcept {
   }
 }
 
+// "legacy (a second thread uses CUDA)": the path and the fact that decided it.
+std::string free_path_text(const core::FreePathDecision& d) {
+  return std::string(core::free_path_name(d.path)) + " (" + d.why + ")";
+}
+
 std::string format_output(const State& s, int signal) {
   // Each allocator's lock is waited for until one shared deadline, never longer: a thread
   // may hold it for good (stuck in a fence wait on GPU work that never ends), or this very
@@ -127,6 +132,8 @@ std::string format_output(const State& s, int signal) {
       core::StatsExtra::text("luma_version", LUMA_VERSION),
       core::StatsExtra::number("pid", static_cast<std::int64_t>(getpid())),
       core::StatsExtra::text("free_sync", core::free_sync_name(s.settings.core.free_sync)),
+      // Which free path the process ended on (core/free_path): what a run's peak depends on.
+      core::StatsExtra::text("free_path", free_path_text(s.stream_order.decision())),
       core::StatsExtra::text("settings", s.settings_text),
   };
   // Statistics written because a signal ends the process say so.
@@ -145,7 +152,7 @@ std::string format_output(const State& s, int signal) {
   if (s.host_cache != nullptr) host = s.host_cache->stats_for_exit();
   if (s.settings.stats == StatsFormat::json) {
     extra.push_back({"forwarded_allocations", core::format_forwarded_json(forwarded), false});
-    extra.push_back({"footprint", footprint_json(footprint(s)), false});  // luma's own records
+    extra.push_back({"footprint", footprint_json(footprint(s.contexts, s.streams, s.captures, s.recorder, s.oom)), false});  // luma's own records
     if (host) extra.push_back({"host_cache", core::format_host_cache_json(*host, s.host_cache->limit()), false});
     if (s.plans.wanted())
       extra.push_back({"plan", core::format_replay_json(s.plans.summary(), replay), false});

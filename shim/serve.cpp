@@ -16,16 +16,17 @@
 #include <cstdint>
 #include <cstring>
 
-#include "call_context.h"
-#include "capture_registry.h"
-#include "current_context.h"
-#include "dlsym_hook.h"
+#include "observe/call_context.h"
+#include "device/capture_registry.h"
+#include "device/current_context.h"
+#include "driver/dlsym_hook.h"
+#include "context_entries.h"
 #include "forwarded_calls.h"
 #include "limits/limited_mem_info.h"
-#include "log.h"
-#include "nvtx_memory.h"
-#include "proc_address.h"
-#include "recursion_guard.h"
+#include "config/log.h"
+#include "observe/nvtx_memory.h"
+#include "driver/proc_address.h"
+#include "threads/recursion_guard.h"
 #include "signal_flush.h"
 #include "stats/oom_report.h"
 
@@ -43,157 +44,6 @@ CUdeviceptr as_dptr(const void* p) {
   return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
 }
 
-// Whether ctx (current on this thread) is the primary context of device: its reset or
-// last release destroys it. Asked only while that primary context is active, so the
-// retain/release pair changes nothing (an inactive one cannot be current).
-bool is_primary_context(const RealDriver& d, CUcontext ctx, CUdevice device) noexcept {
-  if (d.primary_ctx_get_state == nullptr || d.primary_ctx_retain == nullptr ||
-      d.primary_ctx_release == nullptr)
-    return false;
-  unsigned flags = 0;
-  int active = 0;
-  if (d.primary_ctx_get_state(device, &flags, &active) != CUDA_SUCCESS || active == 0) return false;
-  CUcontext primary = nullptr;
-  if (d.primary_ctx_retain(&primary, device) != CUDA_SUCCESS) return false;
-  d.primary_ctx_release(device);
-  return primary == ctx;
-}
-
-// Said once: the context table is full, so allocations of new contexts go to the driver.
-void warn_table_full() noexcept {
-  static std::atomic<bool> said{false};
-  if (said.exchange(true)) return;
-  log_noexcept(LogLevel::warn,
-               "more than {} CUDA contexts alive at once in this process: allocations of "
-               "further contexts go to the driver uncached and are not in luma's statistics",
-               ContextTable::kMaxContexts);
-}
-
-// Frees the retired entries whose grace period has passed (context_table.h): the caller
-// holds no pointer to a retired entry. Their sinks go with them; the trace's goes back to
-// the recorder for the next allocator.
-void free_ended_entries(State& s) noexcept {
-  for (ContextEntry* e : s.contexts.reclaimable()) {
-    s.recorder.give_back(e->trace_sink);
-    delete e;
-  }
-}
-
-// The first allocation in a context: its entry is made (once), published, and the
-// process's late duties done (the signal flush of a child forked before serving).
-[[gnu::noinline]] ContextEntry* new_entry(State& s, CUcontext ctx) {
-  // Making an entry asks the driver about the context (its device, whether it is the
-  // primary one, its memory for a limit): calls not observed to be allowed while one of the
-  // context's streams captures (docs/cuda-facts.md, "Calls during a capture"). So a context
-  // first met during its own capture is left to the driver until the capture ends: its
-  // allocations then are the driver's (uncached), as without luma. The captures' gate is
-  // held until the entry is made: no capture begins under those questions.
-  const auto held = s.captures.hold();
-  if (s.captures.any() && s.captures.any_in(ctx)) return nullptr;
-  free_ended_entries(s);  // a context may have ended with none made since
-  // A program cache loaded before the program's first allocation is known from the start.
-  s.program_cache.check(s.settings.core.program_cache);
-  ContextEntry* found = s.contexts.find_or_create(ctx, [&]() -> ContextEntry* {
-    CUdevice device = 0;
-    if (s.driver.ctx_get_device(&device) != CUDA_SUCCESS) device = 0;
-    // The device's memory limit (made with its first context; memory_fraction needs the
-    // device's size: cuDeviceTotalMem, else cuMemGetInfo's total, this context being
-    // current).
-    core::MemoryBudget* budget = nullptr;
-    if (DeviceLimits::wanted(s.settings.core) || !s.settings.core.limit_group.empty()) {
-      std::size_t total = 0, free = 0;
-      if (s.driver.device_total_mem == nullptr ||
-          s.driver.device_total_mem(&total, device) != CUDA_SUCCESS) {
-        total = 0;
-        if (s.driver.mem_get_info == nullptr || s.driver.mem_get_info(&free, &total) != CUDA_SUCCESS)
-          total = 0;
-      }
-      budget = s.contexts.limits().budget_for(device, total, s.settings.core);
-    }
-    auto* e = new ContextEntry(s.driver, ctx, device, s.settings.core, s.streams, s.captures,
-                               s.plans.plan_for_new_allocator(s.driver), budget, &s.stream_order);
-    e->allocator.set_reuse_at_once(s.stream_order.single());
-    if (e->allocator.has_plan()) e->allocator.set_divergence_sink(&s.divergence_log);
-    e->primary = is_primary_context(s.driver, ctx, device);
-    // Expandable segments: the device's virtual memory is asked now, while no capture of
-    // this context can be underway (an entry is not made during one), rather than at the
-    // allocator's first growth, which may come inside a capture.
-    if (s.settings.core.allocator.expandable_segments) (void)e->driver_device.virtual_memory();
-    // Before the entry is published: the allocator's first event is already recorded
-    // (and published in the live record, live_publisher.h: the cache and the plan's arena
-    // each have a slot).
-    // The trace's sink is the recorder's (given back when the entry is freed); the watch's
-    // and NVTX's are the entry's own.
-    luma::core::EventSink* trace = s.recorder.sink_for_new_allocator(s.driver);
-    e->trace_sink = trace;
-    luma::core::EventSink* sink = s.oom.sink_for_new_allocator(&e->allocator, trace);
-    if (sink != trace) e->sinks.emplace_back(sink);
-    if (luma::core::EventSink* nvtx = nvtx_memory_sink(sink, e->driver_device)) {  // a tool reads NVTX
-      e->sinks.emplace_back(nvtx);
-      sink = nvtx;
-    }
-    if (sink != nullptr) e->allocator.set_event_sink(sink);
-    if (s.live.wanted()) {
-      std::optional<std::uint64_t> limit;
-      if (budget != nullptr) limit = budget->limit();
-      const std::string group = s.contexts.limits().grouped() ? s.settings.core.limit_group : std::string();
-      e->allocator.set_live_writers(
-          s.live.writer_for(&e->allocator.cache(), device, limit, group),
-          e->allocator.has_plan() ? s.live.writer_for(&e->allocator, device, limit, group) : nullptr);
-    }
-    log_noexcept(LogLevel::debug, "serving context {} of device {}", static_cast<void*>(ctx), device);
-    return e;
-  });
-  // The order may have ended while the entry was made, before the allocators were walked.
-  if (found != nullptr && !s.stream_order.single()) found->allocator.set_reuse_at_once(false);
-  if (s.signal_flush_after_fork.load(std::memory_order_relaxed) &&
-      s.signal_flush_after_fork.exchange(false))
-    install_signal_flush(s);
-  if (found == nullptr && s.contexts.full()) warn_table_full();
-  return found;
-}
-
-// The context current on this thread: what the context calls left current
-// (current_context.h), else the driver's answer, remembered. False: the driver failed.
-// Every use of device memory stopped being in one stream's order: each allocator fences
-// its frees from now on (stream_order.h).
-// Blocks freed while it held were reusable at once, and some are still free or were handed
-// out again: work issued before their frees may still run, in the order the ended rule
-// guaranteed, which the cause of its end (another thread's per-thread stream, a
-// non-blocking stream, another context) does not follow. So the context waits for that
-// work now, before the hook that ended the order returns to the program, hence before any
-// work of the new kind is issued (docs/architecture.md, "Stream-ordered reuse").
-[[gnu::noinline]] void stream_order_ended(State& s) noexcept {
-  s.contexts.for_each_live([](ContextEntry& e) {
-    e.allocator.set_reuse_at_once(false);
-    e.driver_device.synchronize();
-  });
-}
-
-// ctx is current on the calling thread (a hook made it so, or the driver said so).
-void note_current(State& s, CUcontext ctx) noexcept {
-  CurrentContext::remember(ctx);
-  if (s.stream_order.saw_current(ctx, StreamOrder::thread_number())) stream_order_ended(s);
-}
-
-[[gnu::always_inline]] inline bool current_context(State& s, CUcontext* ctx) noexcept {
-  if (CurrentContext::known(ctx)) [[likely]]
-    return true;
-  if (s.driver.ctx_get_current(ctx) != CUDA_SUCCESS) return false;
-  note_current(s, *ctx);
-  return true;
-}
-
-// The entry of the context current on this thread (nullptr: none current). The common
-// case - the context is known - stays in the caller: no driver call and a short scan.
-inline ContextEntry* current_entry(State& s) {
-  CUcontext ctx = nullptr;
-  if (!current_context(s, &ctx) || ctx == nullptr) return nullptr;
-  if (ContextEntry* e = s.contexts.find(ctx)) [[likely]]
-    return e;
-  return new_entry(s, ctx);
-}
-
 // One warning per allocation that finally failed (the core released its cache and retried
 // first): what was asked, what the device and luma hold, and a hint when fragmentation is
 // the cause (core/stats/oom_report.h). The device's memory is the real driver's answer in
@@ -202,7 +52,7 @@ inline ContextEntry* current_entry(State& s) {
 // no allocator lock is held, and nothing here allocates device memory.
 void report_oom(State& s, ContextEntry& e, std::size_t bytes) noexcept {
   try {
-    core::OomReport r = core::make_oom_report(e.allocator.stats(), e.allocator.options(),
+    core::OomReport r = core::make_oom_report(e.allocator.stats(), e.allocator.cache().options(),
                                               e.allocator.cache().largest_free_block(), bytes);
     std::size_t free = 0, total = 0;
     if (s.driver.mem_get_info != nullptr && s.driver.mem_get_info(&free, &total) == CUDA_SUCCESS) {
@@ -242,7 +92,7 @@ void report_oom(State& s, ContextEntry& e, std::size_t bytes) noexcept {
   if (s.recorder.stack_depth() > 0) s.recorder.capture_stack();
   ContextEntry* e = current_entry(s);
   if (e == nullptr) return s.driver.mem_alloc(dptr, bytes);  // no context: the driver's error
-  core::AllocResult r = own_segment(s, bytes) ? e->allocator.allocate_own_segment(bytes)
+  core::AllocResult r = own_segment(s, bytes) ? e->allocator.cache().allocate_own_segment(bytes)
                                               : e->allocator.allocate(bytes);
   switch (r.status) {
     case core::AllocStatus::ok:
@@ -324,48 +174,7 @@ bool stream_captures(const State& s, CUstream stream, bool per_thread) noexcept 
   return std::nullopt;
 }
 
-// The context of e is gone, its memory with it: forget it all (no driver call), and let
-// the next allocation in a context with this handle start a fresh entry. Retired first:
-// another thread that finds it live afterwards (the pinned host cache making a fence in
-// every live context) would make a part of it again after the host cache forgot it, and
-// call the driver in the dead context at its next poll.
-void retire_entry(State& s, ContextEntry* e) noexcept {
-  s.contexts.retire(e);
-  e->allocator.drop_device_memory();
-  if (e->limited != nullptr) e->limited->forget_reserved();  // the budget gets it back
-  e->driver_device.forget_events();
-  e->driver_device.give_back_virtual_memory();
-  if (s.host_cache != nullptr) s.host_cache->forget_context(e->ctx);
-  s.streams.remove_context(e->ctx);
-  // No writer of the allocator's may touch the slots once they are released (a thread still
-  // inside it would write into a slot a new allocator took).
-  e->allocator.set_live_writers(nullptr, nullptr);
-  s.live.release(&e->allocator.cache());  // after its memory was dropped: its slots read 0
-  s.live.release(&e->allocator);
-  s.oom.forget(&e->allocator);
-  log_noexcept(LogLevel::info,
-               "context {} of device {} was destroyed; its cached memory went with it",
-               static_cast<void*>(e->ctx), e->device);
-  // What the report at exit needs is folded into the device's record; the entry waits for
-  // its grace period in the graveyard, and those whose period passed are freed.
-  std::optional<core::ReplayStats> replay;
-  if (s.plans.wanted()) replay = e->allocator.replay_stats();
-  s.contexts.bury(e, e->allocator.stats(), replay);
-  free_ended_entries(s);
-}
-
-// Retires the live entry of device's primary context, if any.
-void retire_primary(State& s, CUdevice device) noexcept {
-  ContextEntry* primary = nullptr;
-  s.contexts.for_each_live([&](ContextEntry& e) {
-    if (e.primary && e.device == device) primary = &e;
-  });
-  if (primary != nullptr) retire_entry(s, primary);
-}
-
 }  // namespace
-
-ContextEntry* current_context_entry(State& s) { return current_entry(s); }
 
 const RealDriver* loaded_driver() noexcept {
   State* s = state_if_ready();
@@ -443,46 +252,11 @@ CUresult serve_mem_free_async(State& s, CUdeviceptr dptr, CUstream stream,
   // Not luma's block: the program's own stream-ordered (or other driver) memory.
   const CUresult r = real(dptr, stream);
   if (r == CUDA_SUCCESS) {
-    core::trace::ForwardedCall call;
-    call.op = core::trace::ForwardedOp::free;
-    call.entry = core::trace::ForwardedEntry::cuMemFreeAsync;
-    call.address = dptr;
-    call.stream = reinterpret_cast<std::uint64_t>(stream);
-    on_forwarded_call(s, ForwardedPath::stream_ordered, call);
+    on_forwarded_call(s, ForwardedPath::stream_ordered,
+                      call_of(core::trace::ForwardedOp::free, core::trace::ForwardedEntry::cuMemFreeAsync,
+                              dptr, 0, reinterpret_cast<std::uint64_t>(stream)));
   }
   return r;
-}
-
-// Counted while luma is active, as the served calls are: with caching off luma is not
-// there to report, and a child forked after the parent served reports nothing.
-// The trace record names the entry point and the pointer when the caller gives them.
-void on_forwarded_alloc(State& s, ForwardedPath path, std::size_t bytes, core::trace::ForwardedEntry entry,
-                        const void* ptr) noexcept {
-  core::trace::ForwardedCall call;
-  call.op = core::trace::ForwardedOp::alloc;
-  call.entry = entry;
-  call.address = reinterpret_cast<std::uint64_t>(ptr);
-  call.bytes = bytes;
-  on_forwarded_call(s, path, call);
-}
-
-void on_forwarded_free(State& s, ForwardedPath path, core::trace::ForwardedEntry entry,
-                       const void* ptr) noexcept {
-  core::trace::ForwardedCall call;
-  call.op = core::trace::ForwardedOp::free;
-  call.entry = entry;
-  call.address = reinterpret_cast<std::uint64_t>(ptr);
-  on_forwarded_call(s, path, call);
-}
-
-void on_mem_alloc_async(State& s, CUdeviceptr* dptr, std::size_t bytes, CUstream stream) noexcept {
-  core::trace::ForwardedCall call;
-  call.op = core::trace::ForwardedOp::alloc;
-  call.entry = core::trace::ForwardedEntry::cuMemAllocAsync;
-  call.address = dptr != nullptr ? *dptr : 0;
-  call.bytes = bytes;
-  call.stream = reinterpret_cast<std::uint64_t>(stream);
-  on_forwarded_call(s, ForwardedPath::stream_ordered, call);
 }
 
 CUresult serve_mem_get_info(State& s, std::size_t* free, std::size_t* total) {
@@ -641,69 +415,6 @@ void on_stream_destroying(State& s, CUstream stream) noexcept {
   s.streams.remove(stream);  // before the real destroy: no fence on a dead stream
 }
 
-// A context about to be destroyed, announced like a capture before the driver is asked:
-// from here on no other thread's fence, query, synchronization or release names it
-// (capture_registry.h), and those already under way have landed. The documentation
-// forbids any call naming a context while cuCtxDestroy runs, and its events after
-// (docs/architecture.md, "Contexts destroyed by another thread").
-std::uint64_t on_context_destroying(State& s, CUcontext ctx) noexcept {
-  if (ctx == nullptr) return 0;
-  try {
-    return s.captures.announce_context_end(ctx);
-  } catch (...) {
-    log_internal_error("a context's destruction (not announced)");
-    return 0;
-  }
-}
-
-// A destroyed context takes its memory along: after the real call succeeded, the
-// context's entry is retired (retire_entry): the segments luma cached are gone with it,
-// and a later context (even with the same handle) is served afresh. Only then does its
-// announcement go (end_context): until the entry is gone, another thread could still find
-// it live and call the driver in it.
-void on_context_destroy_answered(State& s, CUcontext ctx, CUresult r, std::uint64_t ticket) noexcept {
-  if (r == CUDA_SUCCESS) {
-    CurrentContext::forget_everywhere();  // it was current here (popped) or elsewhere
-    if (ContextEntry* e = s.contexts.find(ctx)) {
-      retire_entry(s, e);
-    } else {  // luma served nothing in it, yet may track its streams and host-cache fences
-      if (s.host_cache != nullptr) s.host_cache->forget_context(ctx);
-      s.streams.remove_context(ctx);
-    }
-    s.captures.end_context(ctx);
-  }
-  if (ticket != 0) s.captures.withdraw(ticket);
-}
-
-std::uint64_t on_primary_context_ending(State& s, CUdevice device) noexcept {
-  CUcontext ctx = nullptr;
-  s.contexts.for_each_live([&](const ContextEntry& e) {
-    if (e.primary && e.device == device) ctx = e.ctx;
-  });
-  return on_context_destroying(s, ctx);
-}
-
-void on_primary_context_reset_answered(State& s, CUdevice device, CUresult r, std::uint64_t ticket) noexcept {
-  if (r == CUDA_SUCCESS) {
-    CurrentContext::forget_everywhere();
-    retire_primary(s, device);
-  }
-  if (ticket != 0) s.captures.withdraw(ticket);
-}
-
-void on_primary_context_release_answered(State& s, CUdevice device, CUresult r, std::uint64_t ticket) noexcept {
-  if (r == CUDA_SUCCESS) {
-    CurrentContext::forget_everywhere();
-    // Only the last release destroys it: ask whether it is still active.
-    unsigned flags = 0;
-    int active = 1;
-    if (s.driver.primary_ctx_get_state != nullptr &&
-        s.driver.primary_ctx_get_state(device, &flags, &active) == CUDA_SUCCESS && active == 0)
-      retire_primary(s, device);
-  }
-  if (ticket != 0) s.captures.withdraw(ticket);
-}
-
 // Called before the driver is asked to begin the capture: from the announcement until its
 // end, luma makes no call the capture could refuse (capture_registry.h), and asks the
 // driver nothing about that stream (docs/cuda-facts.md, "Calls during a capture": a query
@@ -742,53 +453,6 @@ void on_green_stream_created(State& s) noexcept {
 
 void on_thread_capture_mode(CUstreamCaptureMode mode) noexcept {
   thread_capture_mode() = static_cast<CaptureMode>(mode);
-}
-
-// ---- resolution ------------------------------------------------------------------------
-
-void substitute(const char* symbol, void** pfn, int version) noexcept {
-  if (symbol == nullptr || pfn == nullptr || *pfn == nullptr) return;
-  State* s = state_if_ready();
-  if (s != nullptr && s->settings.disable) return;
-  Hook h = hook_for_request(symbol, version);
-  if (h == Hook::none) {
-    // A context call at an ABI luma does not hook: it could change a current context
-    // unseen, so every allocation asks the driver from now on (current_context.h).
-    if (changes_current_context(symbol) && CurrentContext::tracking()) {
-      CurrentContext::stop_tracking();
-      log_noexcept(LogLevel::info, "{} requested at ABI {}: luma asks the driver for the current "
-                                        "context at every allocation from now on", symbol, version);
-    }
-    return;
-  }
-  if (const Hook twin = twin_of(h); twin != Hook::none) {
-    // Which twin the driver handed out (the request's flags and the program's default
-    // stream decided): luma's hook must forward to that same one.
-    if (s == nullptr) return;
-    if (*pfn == real_function(s->driver, twin)) h = twin;
-    else if (*pfn != real_function(s->driver, h)) return;  // a variant luma does not know
-  }
-  *pfn = hook_function(h);
-}
-
-bool in_libcuda(void* fn) noexcept {
-  Dl_info info{};
-  if (dladdr(fn, &info) == 0 || info.dli_fname == nullptr) return false;
-  const char* base = std::strrchr(info.dli_fname, '/');
-  base = base != nullptr ? base + 1 : info.dli_fname;
-  return std::strncmp(base, "libcuda.so", 10) == 0;
-}
-
-// dlsym_hook.cpp's dlsym, for a name that starts with "cu" looked up outside luma: a driver
-// entry point luma serves, found in the real driver, is answered with luma's hook.
-void* dlsym_for_driver(void* handle, const char* name, DlsymFn real) noexcept {
-  Hook h = hook_for_symbol(name);
-  if (h == Hook::none) return real(handle, name);
-  void* fn = real(handle, name);
-  // Only lookups into the real driver are redirected; a name found elsewhere (luma's own
-  // export through RTLD_DEFAULT, another library's) is answered as glibc would.
-  if (fn != nullptr && in_libcuda(fn)) return hook_function(h);
-  return fn;
 }
 
 }  // namespace luma::shim

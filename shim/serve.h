@@ -8,8 +8,8 @@
 #include <cstddef>
 #include <optional>
 
-#include "cuda_abi.h"
-#include "proc_address.h"
+#include "driver/cuda_abi.h"
+#include "driver/proc_address.h"
 #include "shim_state.h"
 #include "trace/trace_format.h"
 
@@ -51,30 +51,10 @@ CUresult serve_pointer_get_attributes(State& s, unsigned count, CUpointer_attrib
 CUresult serve_mem_host_alloc(State& s, void** pp, std::size_t bytes, unsigned flags);
 CUresult serve_mem_alloc_host(State& s, void** pp, std::size_t bytes);
 CUresult serve_mem_free_host(State& s, void* p);
-// The entry of the context current on this thread, made on first use (nullptr: no context
-// is current, or the table is full).
-ContextEntry* current_context_entry(State& s);
 
 // ---- observers: the real call succeeded, luma updates what it knows ----
-// A forwarded allocation path (forwarded_paths.h): one more call, of `bytes`.
-void on_forwarded_alloc(State& s, ForwardedPath path, std::size_t bytes,
-                        core::trace::ForwardedEntry entry = core::trace::ForwardedEntry::unknown,
-                        const void* ptr = nullptr) noexcept;
-void on_forwarded_free(State& s, ForwardedPath path,
-                       core::trace::ForwardedEntry entry = core::trace::ForwardedEntry::unknown,
-                       const void* ptr = nullptr) noexcept;
-// cuMemAllocAsync and its _ptsz twin: the program's stream-ordered pool allocation.
-void on_mem_alloc_async(State& s, CUdeviceptr* dptr, std::size_t bytes, CUstream stream) noexcept;
 void on_stream_created(State& s, CUstream stream, unsigned flags) noexcept;
 void on_stream_destroying(State& s, CUstream stream) noexcept;  // before the real destroy
-// A context's destruction (cuCtxDestroy; a primary context's reset, or a release that may
-// be its last): before the driver is asked, its announcement (capture_registry.h; the
-// ticket, 0: none); after, the driver's answer.
-std::uint64_t on_context_destroying(State& s, CUcontext ctx) noexcept;
-void on_context_destroy_answered(State& s, CUcontext ctx, CUresult r, std::uint64_t ticket) noexcept;
-std::uint64_t on_primary_context_ending(State& s, CUdevice device) noexcept;
-void on_primary_context_reset_answered(State& s, CUdevice device, CUresult r, std::uint64_t ticket) noexcept;
-void on_primary_context_release_answered(State& s, CUdevice device, CUresult r, std::uint64_t ticket) noexcept;
 // The calling thread made ctx current (cuCtxSetCurrent, cuCtxPushCurrent); its current
 // context became one luma does not know (a pop, a create); any thread's may have changed
 // (an attach, a detach). current_context.h.

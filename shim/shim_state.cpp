@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <new>
 
-#include "log.h"
-#include "recursion_guard.h"
+#include "config/log.h"
+#include "threads/recursion_guard.h"
 #include "signal_flush.h"
 
 namespace luma::shim {

@@ -10,19 +10,19 @@
 #include <memory>
 #include <vector>
 
-#include "capture_registry.h"
-#include "context_table.h"
-#include "forwarded_paths.h"
-#include "host_cache_driver.h"
-#include "live_publisher.h"
-#include "plan_loader.h"
-#include "program_cache.h"
-#include "real_driver.h"
-#include "settings.h"
-#include "stream_order.h"
-#include "stream_registry.h"
-#include "oom_watch.h"
-#include "trace_recorder.h"
+#include "device/capture_registry.h"
+#include "device/context_table.h"
+#include "observe/forwarded_paths.h"
+#include "pinned/host_cache_driver.h"
+#include "observe/live_publisher.h"
+#include "program/plan_loader.h"
+#include "program/program_cache.h"
+#include "driver/real_driver.h"
+#include "config/settings.h"
+#include "device/stream_order.h"
+#include "device/stream_registry.h"
+#include "observe/oom_watch.h"
+#include "observe/trace_recorder.h"
 
 namespace luma::shim {
 

@@ -28,9 +28,9 @@
 #include <cerrno>
 #include <cstddef>
 
-#include "log.h"
+#include "config/log.h"
 #include "process.h"
-#include "recursion_guard.h"
+#include "threads/recursion_guard.h"
 #include "shim_state.h"
 
 namespace luma::shim {

@@ -36,8 +36,8 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
   auto list_epoch = [&](const Epoch& e) {
     for (std::uint32_t i = 0; i < e.count && i < Epoch::kCapacity; ++i) ++in_epochs[e.blocks[i]];
   };
-  list_epoch(open_epoch);
-  for (std::size_t i = 0; i < closed.size(); ++i) list_epoch(closed.at(i));
+  list_epoch(pending.open());
+  for (std::size_t i = 0; i < pending.closed().size(); ++i) list_epoch(pending.closed().at(i));
 
   // The segments in address order (check may allocate; the hot path never does).
   std::vector<const Segment*> segs;
@@ -278,16 +278,16 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
       for (std::size_t p = 0; p < kPools; ++p) queued[p] += static_cast<std::int64_t>(n[p]);
       return n;
     };
-    if (open_epoch.fence != kNoFence) fail("the open epoch has a fence");
-    walk(open_epoch, "open");
-    for (std::size_t i = 0; i < closed.size(); ++i) {
-      const Epoch& e = closed.at(i);
+    if (pending.open().fence != kNoFence) fail("the open epoch has a fence");
+    walk(pending.open(), "open");
+    for (std::size_t i = 0; i < pending.closed().size(); ++i) {
+      const Epoch& e = pending.closed().at(i);
       if (e.fence == kNoFence) fail(fmt::format("closed epoch {} has no fence", i));
       if (e.empty()) fail(fmt::format("closed epoch {} is empty", i));
       const auto n = walk(e, "closed");
       for (std::size_t p = 0; p < kPools; ++p) closed_sum[p] += n[p];
     }
-    if (closed_sum != closed_blocks) fail("closed epochs' per-pool block counts are wrong");
+    if (closed_sum != pending.closed_blocks()) fail("closed epochs' per-pool block counts are wrong");
     for (std::size_t p = 0; p < kPools; ++p)
       if (queued[p] != t[p].pending)
         fail(fmt::format("{} pool: {} pending blocks in segments, {} in epochs", pool_name(static_cast<Pool>(p)),

@@ -12,17 +12,8 @@
 //   block freed at the same size.
 // - Pointer map (pointer_map.h): cache-line buckets keyed by block address, exactly the
 //   allocated blocks, each as its record's number and its size (LiveBlock, block.h).
-// - Pending frees (epoch.h, fence_queue.h): with a batched-fence device a free only
-//   appends the block to the open epoch (no device call). The epoch is closed with one
-//   record_fence() when an allocation finds nothing else that fits, when it reaches
-//   epoch_max_blocks / _bytes, or by empty_cache / the OOM path / release_all. Closed
-//   epochs wait in the fence queue, polled oldest first at each allocate (PyTorch's
-//   process_events, backing off while the oldest fence stays not done:
-//   fence_poll_max_gap) and waited on, oldest first, before the allocator grows; when the
-//   device cannot wait now (device.h) the allocator grows instead. A fence recorded after
-//   a free covers at least the work issued before it, so reuse stays safe; kNoFence frees
-//   the epoch at once. per_free devices are the same with a one-block epoch; none devices
-//   skip it all.
+// - Pending frees (pending_frees.h): a type of its own, with its invariant: the open
+//   epoch, the closed ones waiting on fences, polled, reclaimed before growth.
 // - Segments: sorted by base in short runs (segment_index.h), and by base in a map for the
 //   block that starts one; the wholly free ones also in a list per pool, in the order they
 //   became so (idle_segments.h), kept up to date where a block becomes or stops being its
@@ -52,11 +43,11 @@
 #include "allocator/block.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/epoch.h"
-#include "allocator/fence_queue.h"
 #include "allocator/free_index.h"
 #include "allocator/idle_segments.h"
 #include "allocator/live_stats.h"
 #include "allocator/page_pool.h"
+#include "allocator/pending_frees.h"
 #include "allocator/pointer_map.h"
 #include "allocator/record_pool.h"
 #include "allocator/segment_index.h"
@@ -84,8 +75,7 @@ inline AllocatorOptions sanitize(AllocatorOptions o) noexcept {
 
 struct CachingAllocator::Impl {
   Impl(Device& d, int index, const AllocatorOptions& o)
-      : dev(d), device_index(index), opt(sanitize(o)), fence_mode(d.fence_mode()),
-        epoch_max_blocks(std::clamp<std::size_t>(opt.epoch_max_blocks, 1, Epoch::kCapacity)) {
+      : dev(d), device_index(index), opt(sanitize(o)), fence_mode(d.fence_mode()) {
     const auto shift = static_cast<unsigned>(std::countr_zero(opt.alignment));
     for (auto& per_pool : index_)
       for (FreeIndex& fi : per_pool) fi.set_unit_shift(shift);
@@ -95,9 +85,6 @@ struct CachingAllocator::Impl {
   const int device_index;
   const AllocatorOptions opt;
   const FenceMode fence_mode;
-  // opt.epoch_max_blocks, raised to the device's fence_batch_blocks() (asked after each
-  // fence: a context's streams come and go), capped by Epoch::kCapacity.
-  std::size_t epoch_max_blocks;
   const std::size_t align_mask = opt.alignment - 1;  // a power of two (sanitize)
   const unsigned unit_shift = static_cast<unsigned>(std::countr_zero(opt.alignment));
   mutable AllocatorLock mu;
@@ -122,14 +109,7 @@ struct CachingAllocator::Impl {
   std::array<IdleSegments, kPools> idle;
   PointerMap<LiveBlock> live;
   std::array<std::array<FreeIndex, 2>, kPools> index_;  // [pool][oversize]
-  // Pending frees: the open epoch (no fence yet) and the closed ones (fenced), oldest
-  // first; closed_blocks counts the closed epochs' blocks per pool.
-  Epoch open_epoch;
-  FenceQueue<Epoch> closed{dev, stats.num_fence_waits};
-  std::array<std::size_t, kPools> closed_blocks{};
-  // Fence polling backoff (poll_fences): the current gap, and the allocations left to skip.
-  std::size_t poll_gap = 0;
-  std::size_t polls_to_skip = 0;
+  PendingFrees pending{dev, fence_mode, opt, stats.num_fence_waits};
   // Segments forgotten with a lost context (drop_device_memory): neither held nor freed.
   std::uint64_t segments_dropped = 0;
   // Own segments (allocate_own_segment) held now: while there are none, a completed free
@@ -218,18 +198,6 @@ struct CachingAllocator::Impl {
     if (n < 0) c.sub(p, static_cast<std::uint64_t>(-n));
   }
 
-  // The queue's callback for a closed epoch whose fence is done.
-  auto finished() noexcept {
-    return [this](Epoch& e) noexcept {
-      for (std::size_t p = 0; p < kPools; ++p) closed_blocks[p] -= e.per_pool[p];
-      complete_epoch(e);
-    };
-  }
-
-  // PyTorch's process_events: complete the oldest closed epochs whose fences are done,
-  // stopping at the first that is not (later ones are later in time too).
-  void process_events() noexcept { closed.poll(finished()); }
-
   static constexpr std::size_t kAll = ~std::size_t{0};
 
   std::size_t page_up(std::size_t v) const noexcept { return (v + vm.page - 1) & ~(vm.page - 1); }
@@ -300,21 +268,8 @@ struct CachingAllocator::Impl {
     return b;
   }
 
-  // Closes the open epoch with one fence recorded now, after every free in it. kNoFence:
-  // its blocks are free at once. Needs room in `closed` (reserve_capacity, or the queue's
-  // own grow); without it, waits for the fence instead of queueing it (fence_queue.h).
-  [[gnu::always_inline]] void close_epoch() noexcept {
-    if (open_epoch.empty()) return;
-    using Closed = FenceQueue<Epoch>::Closed;
-    if (closed.close(open_epoch, [this](Epoch& e) noexcept { complete_epoch(e); }) == Closed::queued)
-      for (std::size_t p = 0; p < kPools; ++p) closed_blocks[p] += open_epoch.per_pool[p];
-    // (Closed::stranded: its blocks stay pending for good, never reused: fence_queue.h.)
-    reset_open_epoch();
-    if (fence_mode == FenceMode::batched) epoch_max_blocks = epoch_blocks(dev.fence_batch_blocks());
-  }
-
   // ---- caching_allocator.cpp: the hot path: allocate, free, a free block taken and split, a
-  // freed block completed and merged, epochs closed and polled
+  // freed block completed and merged (complete_epoch: what PendingFrees calls when done)
   [[gnu::always_inline]] inline void reserve_capacity();
   [[gnu::always_inline]] inline Block* find_free(Pool p, std::size_t rounded, bool tight) noexcept;
   [[gnu::always_inline]] inline void* take(Block* b, std::size_t rounded, std::size_t requested) noexcept;
@@ -323,14 +278,6 @@ struct CachingAllocator::Impl {
   [[gnu::always_inline]] inline void complete(Block* b) noexcept;
   void became_whole(Block* b) noexcept;
   void complete_epoch(const Epoch& e) noexcept;
-  std::size_t epoch_blocks(std::size_t device_wish) const noexcept;
-  void reset_open_epoch() noexcept;
-  void poll_fences() noexcept;
-
-  // ---- pending_frees.cpp: frees that wait on fences, made reusable on demand: before growth,
-  // for empty_cache and the out-of-memory path
-  bool reclaim_pending(Pool p) noexcept;
-  bool drain_pending() noexcept;
 
   // ---- segment_growth.cpp: a new segment: its size, the device call, the out-of-memory retry
   Block* grow(Pool p, std::size_t rounded, int* error, bool own = false) noexcept;
@@ -385,5 +332,9 @@ struct CachingAllocator::Impl {
   std::uint64_t free_block_count() const noexcept;
   BlockSnapshot block_snapshot(const Block* b) const noexcept;
 };
+
+// Defined in pending_frees.cpp, for this owner only.
+extern template bool PendingFrees::reclaim(Pool, CachingAllocator::Impl&) noexcept;
+extern template bool PendingFrees::drain(CachingAllocator::Impl&) noexcept;
 
 }  // namespace luma::core

@@ -45,7 +45,7 @@ bool CachingAllocator::try_host_bytes(std::size_t* out, std::chrono::steady_cloc
   std::lock_guard<AllocatorLock> lock(impl_->mu, std::adopt_lock);
   const Impl& m = *impl_;
   std::size_t bytes = sizeof(Impl) + m.blocks.host_bytes() + m.segment_records.host_bytes() +
-                      m.segment_at.host_bytes() + m.live.host_bytes() + m.closed.host_bytes() +
+                      m.segment_at.host_bytes() + m.live.host_bytes() + m.pending.host_bytes() +
                       m.segment_of_first.capacity() * sizeof(Segment*);
   for (const auto& e : m.expanses) bytes += e.capacity() * sizeof(Segment*);
   *out = bytes;

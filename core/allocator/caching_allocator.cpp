@@ -1,7 +1,8 @@
 // caching_allocator.cpp - the caching allocator of one device (see caching_allocator.h):
 // its public interface (lock, then delegate) and its hot path - allocate, free, a free block
-// taken and split, a freed block completed and merged, epochs of frees closed and polled -
-// in one file, so that the compiler inlines the hot path's helpers into the two calls.
+// taken and split, a freed block completed and merged, epochs of frees closed and polled
+// (PendingFrees, pending_frees.h) - in one file, so that the compiler inlines the hot
+// path's helpers into the two calls.
 // The structures and the rest of the methods: allocator_impl.h.
 //
 // With a million live blocks the records and the map are far larger than any cache, and
@@ -33,11 +34,11 @@ constexpr std::size_t kPrefetchAboveBlocks = (std::size_t{1} << 20) / sizeof(Blo
 // compares, the growth (which may throw) rare.
 [[gnu::always_inline]] void CachingAllocator::Impl::reserve_capacity() {
   // (A new segment's record and index slot are grow()'s own business.)
-  if (blocks.spare() >= 2 && live.has_room() && !closed.full()) [[likely]]
+  if (blocks.spare() >= 2 && live.has_room() && pending.has_room()) [[likely]]
     return;
   blocks.ensure(2);  // a new segment's block and a split remainder
   live.reserve_for(live.size() + 1);
-  if (closed.full()) closed.grow();  // room to close the open epoch
+  pending.reserve();  // room to close the open epoch
 }
 
 // `tight`: under pressure a large request takes no block more than large_round bigger
@@ -113,12 +114,12 @@ constexpr std::size_t kPrefetchAboveBlocks = (std::size_t{1} << 20) / sizeof(Blo
   // alignment a power of two) and bytes <= kMaxRequest, so the mask cannot overflow.
   const std::size_t rounded = (bytes + align_mask) & ~align_mask;
   const Pool p = pool_for(opt, rounded);
-  if (!closed.empty()) poll_fences();
+  if (pending.any_closed()) pending.poll(*this);
   Block* b = nullptr;
   if (!own) [[likely]] {
     b = find_free(p, rounded, pressure);
     // Waiting for a pending free of this pool is cheaper than a new segment.
-    while (b == nullptr && reclaim_pending(p)) b = find_free(p, rounded, pressure);
+    while (b == nullptr && pending.reclaim(p, *this)) b = find_free(p, rounded, pressure);
   }
   if (b == nullptr) {
     int error = 0;
@@ -164,10 +165,7 @@ constexpr std::size_t kPrefetchAboveBlocks = (std::size_t{1} << 20) / sizeof(Blo
     complete(b);
     return FreeStatus::ok;
   }
-  open_epoch.push(b, p, size);
-  if (fence_mode == FenceMode::per_free || open_epoch.count >= epoch_max_blocks ||
-      open_epoch.bytes >= opt.epoch_max_bytes)
-    close_epoch();
+  if (pending.push(b, p, size)) pending.close(*this);
   return FreeStatus::ok;
 }
 
@@ -225,33 +223,6 @@ void CachingAllocator::Impl::complete_epoch(const Epoch& e) noexcept {
     }
     complete(e.blocks[i]);
   }
-}
-
-// How many blocks the next epoch may list, given the device's wish (device.h).
-std::size_t CachingAllocator::Impl::epoch_blocks(std::size_t device_wish) const noexcept {
-  return std::clamp<std::size_t>(std::max(opt.epoch_max_blocks, device_wish), 1, Epoch::kCapacity);
-}
-
-void CachingAllocator::Impl::reset_open_epoch() noexcept {
-  open_epoch.count = 0;
-  open_epoch.per_pool = {};
-  open_epoch.bytes = 0;
-  open_epoch.fence = kNoFence;
-}
-
-// process_events at the start of an allocation, with backoff (constants.h,
-// fence_poll_max_gap): after a not-done answer the next poll_gap allocations skip it.
-void CachingAllocator::Impl::poll_fences() noexcept {
-  if (polls_to_skip != 0) {
-    --polls_to_skip;
-    return;
-  }
-  if (closed.poll(finished()) != 0) {
-    poll_gap = 0;
-    return;
-  }
-  poll_gap = std::min<std::size_t>(poll_gap == 0 ? 1 : poll_gap * 2, opt.fence_poll_max_gap);
-  polls_to_skip = poll_gap;
 }
 
 // ---- public interface: lock, then delegate -------------------------------------------

@@ -384,7 +384,7 @@ Block* CachingAllocator::Impl::grow_expandable(Pool p, std::size_t rounded, int*
   Reservation r;
   Block* b = map_room(room, rounded, &r);
   if (b == nullptr && r.error == 0 && opt.release_on_oom) {
-    drain_pending();
+    pending.drain(*this);
     release_free_segments();
     ++stats.num_alloc_retries;
     room = find_room(p, rounded);

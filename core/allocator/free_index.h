@@ -21,6 +21,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "allocator/block.h"
 
@@ -122,6 +123,16 @@ class FreeIndex {
   std::array<std::array<Block*, kSl>, kFl> heads_{};
   std::size_t count_ = 0;
   Block spare_;  // written in place of a missing list neighbour, never read
+
+  // The constants tied, as TLSF ties its own: a class's bit must fit its bitmap word, its
+  // numbers the block's uint8_t fields, and the largest 64-bit size (first level
+  // 64 - kSlBits from class_of's shift) must still have a first level.
+  static_assert(kSl == std::uint64_t{1} << kSlBits && kSlBits < 64);
+  static_assert(kSl <= std::numeric_limits<decltype(sl_map_)::value_type>::digits);
+  static_assert(kFl <= std::numeric_limits<decltype(fl_map_)>::digits);
+  static_assert(kFl - 1 <= std::numeric_limits<decltype(Block::fl)>::max());
+  static_assert(kSl - 1 <= std::numeric_limits<decltype(Block::sl)>::max());
+  static_assert(kFl > std::numeric_limits<std::uint64_t>::digits - kSlBits);
 };
 
 }  // namespace luma::core

@@ -59,7 +59,7 @@ Block* CachingAllocator::Impl::grow(Pool p, std::size_t rounded, int* error, boo
   preferred = release_before_growth(p, rounded, preferred, own);  // limit_pressure.cpp
   Reservation r = reserve();
   if (r.base == nullptr && r.error == 0 && opt.release_on_oom) {
-    drain_pending();
+    pending.drain(*this);
     release_free_segments();
     ++stats.num_alloc_retries;
     r = reserve();

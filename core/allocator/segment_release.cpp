@@ -70,7 +70,7 @@ void CachingAllocator::Impl::drop_segment_stats(Segment* s) noexcept {
 }
 
 std::size_t CachingAllocator::Impl::empty_cache() noexcept {
-  drain_pending();
+  pending.drain(*this);
   const std::size_t released = release_free_segments();
   ++stats.num_empty_cache;
   emit(EventKind::empty_cache, 0, released, 0);
@@ -78,7 +78,7 @@ std::size_t CachingAllocator::Impl::empty_cache() noexcept {
 }
 
 void CachingAllocator::Impl::release_all() noexcept {
-  if (!drain_pending()) return;  // work may still use pending blocks: release nothing
+  if (!pending.drain(*this)) return;  // work may still use pending blocks: release nothing
   segments.remove_if([this](Segment* s) {
     if (s->expandable) {
       if (!release_expanse(s)) return false;
@@ -94,9 +94,7 @@ void CachingAllocator::Impl::release_all() noexcept {
 // The device's memory is gone with its context: every segment and block is forgotten,
 // no device call made, pending fences given back unchecked (their events went too).
 void CachingAllocator::Impl::drop_device_memory() noexcept {
-  closed.drop([](Epoch&) noexcept {});
-  closed_blocks = {};
-  reset_open_epoch();
+  pending.drop();
   segments.for_each([this](Segment* s) {
     if (!s->expandable) ++segments_dropped;
     forget_segment(s);

@@ -1,5 +1,5 @@
 // free_path.h - the one rule for how luma makes a freed block reusable, decided from what
-// the program has shown: used by libluma.so (shim/stream_order.h feeds it what the hooks
+// the program has shown: used by libluma.so (shim/device/stream_order.h feeds it what the hooks
 // observe) and by `luma simulate` (core/simulate feeds it what a recording shows), so that
 // the model takes the path the library takes (docs/architecture.md, "Stream-ordered reuse",
 // has why each path is safe).

@@ -1,5 +1,5 @@
 // file_trust.h - whether a file in a directory other users can write to (/dev/shm) may be
-// trusted: a limit_group table (shim/group_budget.h) or a live-statistics record
+// trusted: a limit_group table (shim/budgets/group_budget.h) or a live-statistics record
 // (core/live/) that another local user made first could set a group's budget or show
 // made-up figures. Such a file is refused, never used.
 #pragma once

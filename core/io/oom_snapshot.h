@@ -4,7 +4,7 @@
 // the caller kept (with a trace on) ending with the "oom" entry, "allocator_settings"}.
 // The dicts are memviz_layout.h's, shared with `luma export --format memviz`.
 //
-// Pure: the caller (libluma.so, shim/oom_watch.cpp) gathers the snapshot, the
+// Pure: the caller (libluma.so, shim/observe/oom_watch.cpp) gathers the snapshot, the
 // events, the call stacks (already symbolized) and the driver's free memory.
 #pragma once
 

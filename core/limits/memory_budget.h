@@ -1,6 +1,6 @@
 // memory_budget.h - how many bytes one device may hold from the driver (LUMA_CONF
 // memory_limit / memory_fraction): an interface, so the process's own counter and a
-// budget shared by a group of processes (shim/group_budget.h) sit behind the same
+// budget shared by a group of processes (shim/budgets/group_budget.h) sit behind the same
 // decorator (limited_device.h). Every method is lock-free and never throws.
 #pragma once
 

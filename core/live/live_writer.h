@@ -1,6 +1,6 @@
 // live_writer.h - the writing side of a live-statistics record (live_record.h): lays a
 // record out in memory the caller mapped, and keeps one allocator's slot up to date.
-// libluma.so holds the file (shim/live_record.h); this is the memory.
+// libluma.so holds the file (shim/observe/live_record.h); this is the memory.
 //
 // The hot path is SlotWriter::publish (the caching allocator, at the end of each call,
 // from the statistics it keeps anyway) or SlotWriter::on_event (plan replay's arena, per

@@ -99,7 +99,7 @@ class SimulatedDevice final : public Device {
     return FenceMode::per_free;
   }
   // Whether fences are real (the fenced path), else each is a barrier on the legacy stream
-  // that makes an epoch reusable when it closes (the legacy path: shim/driver_device.h).
+  // that makes an epoch reusable when it closes (the legacy path: shim/device/driver_device.h).
   void set_fenced(bool fenced) noexcept { fenced_ = fenced; }
   Fence record_fence() noexcept override {
     if (!fenced_ || latency_ == 0 || free_sync_ == FreeSync::device) return kNoFence;

@@ -1,6 +1,6 @@
 // bench_limits.cpp - what a memory limit costs (docs/settings.md "Memory limits"), in one
 // run: no limit, a process limit (core::ProcessBudget) and a group limit (the shared table
-// of shim/group_budget.h, in POSIX shared memory), each through core::LimitedDevice.
+// of shim/budgets/group_budget.h, in POSIX shared memory), each through core::LimitedDevice.
 //   BM_Pair_*    - an alloc+free pair of the caching allocator at 10^4 live blocks: the
 //                  budget is asked only when a segment is reserved or released, so a pair
 //                  served from the cache pays nothing.
@@ -19,7 +19,7 @@
 #include "address_only_device.h"
 #include "bench_pairs.h"
 #include "allocator/caching_allocator.h"
-#include "group_budget.h"
+#include "budgets/group_budget.h"
 #include "limits/limited_device.h"
 #include "limits/memory_budget.h"
 

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <mutex>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 
 extern "C" {
 CUresult cuInit(unsigned int flags);

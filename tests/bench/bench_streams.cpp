@@ -17,7 +17,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 
 extern "C" {
 CUresult cuInit(unsigned int flags);

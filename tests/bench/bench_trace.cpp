@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
-#include "call_context.h"
-#include "event_clock.h"
-#include "stack_capture.h"
+#include "observe/call_context.h"
+#include "device/event_clock.h"
+#include "observe/stack_capture.h"
 #include "trace/trace_reader.h"
 #include "trace/trace_writer.h"
-#include "trace_event_sink.h"
+#include "observe/trace_event_sink.h"
 
 namespace {
 

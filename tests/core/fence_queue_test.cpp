@@ -20,7 +20,7 @@
 
 #include "allocator_test_util.h"
 #include "allocator/caching_allocator.h"
-#include "context/context_allocator.h"
+#include "replay/context_allocator.h"
 #include "host_device.h"
 #include "plan/plan_file.h"
 

@@ -21,7 +21,7 @@
 #include "live/live_view.h"
 #include "live/live_writer.h"
 #include "live/proc_stat.h"
-#include "context/context_allocator.h"
+#include "replay/context_allocator.h"
 
 namespace luma::core::live {
 namespace {

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """check_layers_test.py - core/check_layers.py, the build's rule that each part of core/
-includes only the parts it may: on a small tree made here, an allowed include passes and
-writes its output, a forbidden one fails naming the file, the line and the rule, and a
-folder the graph does not name fails too. And the graph docs/architecture.md states ("core
-part | may include") is the one core/meson.build builds with (`core_layers`).
+and of shim/ includes only the parts it may: on a small tree made here, an allowed include
+passes and writes its output, a forbidden one fails naming the file, the line and the
+rule, a folder's include of a root header (shim/'s serving layer) fails, and a folder the
+graph does not name fails too. And the graphs docs/architecture.md states ("core part |
+may include", "shim part | may include") are the ones core/meson.build and
+shim/meson.build build with (`core_layers`, `shim_layers`).
 Usage: check_layers_test.py SOURCE_ROOT
 """
 import os
@@ -30,20 +32,20 @@ def check(script, core, graph):
     return r.returncode, r.stderr, os.path.exists(out)
 
 
-def meson_graph(root):
-    """core_layers of core/meson.build: {part: set of parts}."""
-    with open(os.path.join(root, "core", "meson.build"), encoding="utf-8") as f:
+def meson_graph(root, tree_name="core"):
+    """<tree>_layers of <tree>/meson.build: {part: set of parts}."""
+    with open(os.path.join(root, tree_name, "meson.build"), encoding="utf-8") as f:
         text = f.read()
-    body = re.search(r"core_layers = \{(.*?)\n\}", text, re.S).group(1)
-    return {m.group(1): set(re.findall(r"'([a-z_]+)'", m.group(2)))
+    body = re.search(tree_name + r"_layers = \{(.*?)\n\}", text, re.S).group(1)
+    return {m.group(1): set(re.findall(r"'([a-z_.]+)'", m.group(2)))
             for m in re.finditer(r"'([a-z_]+)':\s*\[([^\]]*)\]", body)}
 
 
-def doc_graph(root):
-    """The table "| core part | may include |" of docs/architecture.md."""
+def doc_graph(root, tree_name="core"):
+    """The table "| <tree> part | may include |" of docs/architecture.md."""
     graph = {}
     with open(os.path.join(root, "docs", "architecture.md"), encoding="utf-8") as f:
-        rows = f.read().split("| core part | may include |", 1)[1].splitlines()[2:]
+        rows = f.read().split(f"| {tree_name} part | may include |", 1)[1].splitlines()[2:]
     for row in rows:
         if not row.startswith("|"):
             break
@@ -93,10 +95,30 @@ def main():
         rc, err, _ = check(script, core, graph)
         expect("an unplaced folder fails", rc != 0 and "core/newpart/ is not a part" in err, repr(err))
 
-    built, stated = meson_graph(root), doc_graph(root)
-    expect("core/meson.build's graph was read", len(built) >= 10, repr(built))
-    expect("docs/architecture.md states the graph the build checks", built == stated,
-           f"core/meson.build {built} docs/architecture.md {stated}")
+    # shim/: a folder may not include a header of the root (the serving layer above it);
+    # the root includes anything, and a folder's own bare include is its own file.
+    with tempfile.TemporaryDirectory() as tmp:
+        shim = os.path.join(tmp, "shim")
+        sgraph = ["config=", "device=config"]
+        tree(shim, {
+            "shim_state.h": '#pragma once\n#include "device/table.h"\n',
+            "serve.cpp": '#include "shim_state.h"\n#include "config/log.h"\n',
+            "config/log.h": "#pragma once\n",
+            "device/table.h": '#pragma once\n#include "config/log.h"\n#include "allocator/x.h"\n',
+        })
+        rc, err, wrote = check(script, shim, sgraph)
+        expect("shim: allowed includes pass", rc == 0 and wrote, f"rc={rc} stderr={err!r}")
+        tree(shim, {"device/bad.cpp": '#include "device/table.h"\n#include "shim_state.h"\n'})
+        rc, err, _ = check(script, shim, sgraph)
+        expect("shim: a folder's include of a root header fails",
+               rc != 0 and "shim/device/bad.cpp:2: shim/device/ may not include shim/'s root headers" in err,
+               repr(err))
+
+    for name, least in (("core", 10), ("shim", 8)):
+        built, stated = meson_graph(root, name), doc_graph(root, name)
+        expect(f"{name}/meson.build's graph was read", len(built) >= least, repr(built))
+        expect(f"docs/architecture.md states the {name} graph the build checks", built == stated,
+               f"{name}/meson.build {built} docs/architecture.md {stated}")
 
     for f in failures:
         print("FAIL", f)

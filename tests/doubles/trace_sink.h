@@ -1,7 +1,7 @@
 // trace_sink.h - for tests: an EventSink that writes every allocator event to a
 // TraceWriter, asking an EventContextSource (the test's: thread id, stream, entry point,
 // clock, call-site stack) for what the allocator does not know. The shim's own seam is
-// shim/trace_event_sink.h; this one lets core-only tests record traces without the shim.
+// shim/observe/trace_event_sink.h; this one lets core-only tests record traces without the shim.
 // Adds no locking and no allocation of its own.
 #pragma once
 

@@ -5,7 +5,7 @@
 // per-thread-default-stream variants.
 #pragma once
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 
 #ifndef LUMA_FAKE_API
 #define LUMA_FAKE_API

@@ -1,6 +1,6 @@
 // fake_errors.cpp - cuGetErrorString / cuGetErrorName of the stand-in driver (a TEST
 // DOUBLE), for the codes it can return; the strings are the real driver's.
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 
 #define LUMA_FAKE_API __attribute__((visibility("default")))
 #include "fake_driver_api.h"

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 #include "fake_cuda_runtime.h"
 
 namespace luma::fake_rt {

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 
 namespace luma::fake {
 
@@ -33,7 +33,7 @@ inline constexpr int kDriverVersion = 13000;  // the newest version the stand-in
 // (like luma) finds everything through it, so an older driver could not be played.
 inline constexpr int kOldestDriverVersion = 11030;
 // What every call returns once the device is lost (LUMA_FAKE_LOST_AFTER): cuda.h's
-// CUDA_ERROR_DEVICE_UNAVAILABLE. Defined here, not in shim/cuda_abi.h, because only the
+// CUDA_ERROR_DEVICE_UNAVAILABLE. Defined here, not in shim/driver/cuda_abi.h, because only the
 // stand-in produces it; luma must treat it like any other driver error.
 inline constexpr CUresult kLostDeviceError = 46;
 // What an injected event or stream failure returns (LUMA_FAKE_FAIL_EVENTS): the code the

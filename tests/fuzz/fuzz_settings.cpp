@@ -1,5 +1,5 @@
 // fuzz_settings.cpp - libFuzzer target: the LUMA_CONF parser (core/settings/config.h), the LUMA_*
-// table (shim/settings.h, pure: the environment comes in as a function) and the file name
+// table (shim/config/settings.h, pure: the environment comes in as a function) and the file name
 // patterns of LUMA_STATS_FILE and LUMA_TRACE (core/io/path_pattern.h).
 // None may throw or crash for any text; whatever parse_settings accepts must format and
 // re-parse to the same settings; a pattern without '%' expands to itself.
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "settings/config.h"
-#include "settings.h"
+#include "config/settings.h"
 #include "io/path_pattern.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -513,6 +513,13 @@ def torch_section(w, failures, misses, notes_out):
             rows.append(f"| {label} | {steps} | {f'{sps:.2f}' if sps else 'n/a'} | {rel} | "
                         f"{mib(reserved)} | {mib(live)} | {ratio} | {calls} |")
         notes = []
+        # Under PYTORCH_NO_CUDA_MEMORY_CACHING=1 luma serves PyTorch's every allocation: which
+        # free path it took (core/free_path; autograd's thread makes it legacy) decides the
+        # peak and the steps/s above.
+        for alloc, _ in ALLOCATORS:
+            if alloc in LUMA_ALLOCATORS and alloc not in unsupported:
+                stats = w.json(f"{prefix}-{alloc}.stats.json") or {}
+                notes.append(f"- free path of {alloc}: {stats.get('free_path', 'not reported')}")
         # The same seed must give the same losses whatever the allocator.
         done = {k: r["losses"] for k, (r, _) in res.items() if r and not r.get("out_of_memory")}
         if "caching" in done:

@@ -3,7 +3,7 @@
 // past the end of a 1,000-float cudaMalloc allocation: memcheck must report each of the 16
 // writes both ways. Under a caching allocator the 64 bytes land inside the allocator's own
 // segment (here, in the rounding of the block), which memcheck takes for valid memory unless
-// the allocator describes its blocks through the NVTX memory API (shim/nvtx_memory.h).
+// the allocator describes its blocks through the NVTX memory API (shim/observe/nvtx_memory.h).
 // Modes: alone (the one allocation), neighbour (a second 1,000-float allocation made right
 // after the first, so a caching allocator places it in the same segment, just past the
 // overflow: the write lands among live blocks). It prints where the blocks lie, whether

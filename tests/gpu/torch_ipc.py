@@ -9,7 +9,7 @@ each with values computed from its index, and puts them on a torch.multiprocessi
 to a spawned process. The peer recomputes what each tensor must hold, counts the wrong
 ones, adds 1 to every element in place (data the other way) and answers; the parent then
 checks every tensor holds its values plus 1. scripts/gpu-check runs it plain and under
-LD_PRELOAD=libluma.so (no setting: luma recognises PyTorch's allocator, shim/program_cache.h).
+LD_PRELOAD=libluma.so (no setting: luma recognises PyTorch's allocator, shim/program/program_cache.h).
 Writes one JSON file (--out). Exit 0 no tensor wrong either way, 1 some wrong or the peer
 failed, 77 no CUDA device. Needs a GPU.
 """

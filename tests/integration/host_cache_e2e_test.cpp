@@ -15,7 +15,7 @@
 
 #include <cstdio>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 #include "subprocess.h"
 #include "trace/trace_reader.h"
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "entry_points.h"
+#include "driver/entry_points.h"
 #include "subprocess.h"
 
 namespace luma::integration {
@@ -850,6 +850,14 @@ TEST(Lifetimes, LumasRecordsDoNotGrowWithWhatLivedBefore) {
                             "thread_records", "thread_records_made", "streams", "captures",
                             "trace_sinks", "oom_sinks", "bytes"})
       EXPECT_EQ(b[key], a[key]) << key << "\n" << r.result.out;
+    // The exit statistics name the free path the process ended on (core/free_path): a
+    // second thread takes the legacy path, a second context the fenced one.
+    const std::string path = r.stats.value("free_path", "");
+    if (c.kind == "threads") {
+      EXPECT_EQ(path.rfind("legacy (", 0), 0u) << path;
+    } else if (c.kind == "contexts") {
+      EXPECT_EQ(path.rfind("fenced (", 0), 0u) << path;
+    }
     if (c.kind == "contexts") {  // they were made (and served) in between
       EXPECT_EQ(b["contexts_made"].get<std::uint64_t>() - a["contexts_made"].get<std::uint64_t>(),
                 std::stoull(n));
@@ -1257,7 +1265,7 @@ TEST(MemoryLimits, BadLimitSettingsAreNamedAndTheProgramRunsOn) {
 
 // ---- expandable segments (LUMA_CONF=expandable_segments:1) ---------------------------
 // Each pool's memory is pages mapped into address space it reserved once
-// (shim/driver_device.h; docs/placement.md, "Expandable segments"). The stand-in's exit
+// (shim/device/driver_device.h; docs/placement.md, "Expandable segments"). The stand-in's exit
 // report says which driver calls were made and what virtual memory is still held.
 
 const Env kExpandable = {{"LUMA_CONF", "expandable_segments:1"}};
@@ -1500,8 +1508,8 @@ TEST(Library, ExportsExactlyTheInterposedSymbols) {
     auto sp = line.rfind(' ');
     if (sp != std::string::npos) got.insert(line.substr(sp + 1));
   }
-  // dlsym, luma_footprint (luma's own records, shim/footprint.cpp) and every hook of the
-  // one table (shim/entry_points.h): the generated export list must give exactly these, and
+  // dlsym, luma_footprint (luma's own records, shim/observe/footprint.cpp) and every hook of the
+  // one table (shim/driver/entry_points.h): the generated export list must give exactly these, and
   // nothing of spdlog, fmt or the core may leak.
   std::set<std::string> want = {"dlsym", "luma_footprint"};
 #define LUMA_WANT_EXPORT(id, symbol, ...) want.insert(#symbol);
@@ -1552,7 +1560,7 @@ TEST(Library, CudaVersionDecidesWhichAbiIsHandedOut) {
   EXPECT_EQ(line("cuMemFree 3020 2"), "libluma.so");
   EXPECT_EQ(line("cuMemGetInfo 3020 0"), "libluma.so");
   // The driver's own pool, managed and pinned host memory: forwarded by luma's functions,
-  // which count them (shim/forwarded_paths.h); before CUDA 11.2 there is no cuMemAllocAsync.
+  // which count them (shim/observe/forwarded_paths.h); before CUDA 11.2 there is no cuMemAllocAsync.
   EXPECT_EQ(line("cuMemAllocAsync 11020 0"), "libluma.so");
   EXPECT_EQ(line("cuMemAllocAsync 11020 2"), "libluma.so");
   EXPECT_NE(line("cuMemAllocAsync 11010 0"), "libluma.so");

@@ -14,7 +14,7 @@
 #include <map>
 #include <vector>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 
 extern "C" {
 CUresult cuInit(unsigned int flags);

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 
 namespace {
 

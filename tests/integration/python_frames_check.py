@@ -36,7 +36,7 @@ RUN_LIMIT_S = 60
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROG = os.path.join(HERE, "python_frames_prog.py")
 MIB = 1 << 20
-READ_MINORS = (10, 11, 12, 13)  # the versions luma reads (shim/python_layouts.h)
+READ_MINORS = (10, 11, 12, 13)  # the versions luma reads (shim/python/python_layouts.h)
 UNREAD_MINOR = 9  # a version it does not
 
 

@@ -5,14 +5,14 @@
 // blocks out of them, keeps freed blocks for reuse, and says which segment a block lies
 // in: what torch.multiprocessing exports for a CUDA tensor is the handle of that segment's
 // start and the tensor's offset from it. luma recognises the library by its name
-// (shim/program_cache.h) as it recognises PyTorch's.
+// (shim/program/program_cache.h) as it recognises PyTorch's.
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <vector>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 
 extern "C" {
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize);

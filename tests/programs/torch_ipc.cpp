@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 
 extern "C" {
 CUresult cuInit(unsigned int flags);

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "context/context_allocator.h"
+#include "replay/context_allocator.h"
 #include "host_device.h"
 #include "planner/periodic.h"
 

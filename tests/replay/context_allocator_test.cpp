@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "context/context_allocator.h"
+#include "replay/context_allocator.h"
 #include "host_device.h"
 #include "paged_device.h"
 #include "replay_test_util.h"

@@ -14,7 +14,7 @@
 #include <set>
 #include <vector>
 
-#include "context/context_allocator.h"
+#include "replay/context_allocator.h"
 #include "host_device.h"
 #include "replay_test_util.h"
 

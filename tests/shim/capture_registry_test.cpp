@@ -2,7 +2,7 @@
 // and the calling thread's own mode (cuThreadExchangeStreamCaptureMode), as the CUDA
 // Driver API documents them; and the gate that orders luma's own calls against a capture's
 // announcement (docs/architecture.md, "Stream capture").
-#include "capture_registry.h"
+#include "device/capture_registry.h"
 
 #include <gtest/gtest.h>
 

@@ -11,12 +11,12 @@
 #include <cstdint>
 #include <memory>
 
-#include "capture_registry.h"
-#include "driver_device.h"
+#include "device/capture_registry.h"
+#include "device/driver_device.h"
 #include "fake_control.h"
 #include "fake_driver_api.h"
-#include "real_driver.h"
-#include "stream_registry.h"
+#include "driver/real_driver.h"
+#include "device/stream_registry.h"
 
 namespace luma::shim {
 

@@ -1,5 +1,5 @@
 // fence_slots_test.cpp - the fences of freed memory when host memory runs out during a
-// capture (shim/fence_slots.h, shim/host_cache_fences.h): nothing can be recorded or
+// capture (shim/device/fence_slots.h, shim/pinned/host_cache_fences.h): nothing can be recorded or
 // synchronized then, yet the freed memory must not be reused before the work queued ahead
 // of its free has finished. Over the stand-in driver, linked in (its soname is
 // libcuda.so.1, so the shim's own dlopen finds this same library and its control API).
@@ -14,15 +14,15 @@
 #include <memory>
 #include <new>
 
-#include "capture_registry.h"
-#include "context_fence.h"
-#include "context_table.h"
+#include "device/capture_registry.h"
+#include "device/context_fence.h"
+#include "device/context_table.h"
 #include "fake_control.h"
 #include "fake_driver_api.h"
-#include "fence_slots.h"
-#include "host_cache_fences.h"
-#include "real_driver.h"
-#include "stream_registry.h"
+#include "device/fence_slots.h"
+#include "pinned/host_cache_fences.h"
+#include "driver/real_driver.h"
+#include "device/stream_registry.h"
 
 namespace {
 // The next this many operator new calls of this program throw (the stand-in driver, linked

@@ -1,9 +1,9 @@
-// group_budget_test.cpp - the shared table of a limit_group (shim/group_budget.h), with
+// group_budget_test.cpp - the shared table of a limit_group (shim/budgets/group_budget.h), with
 // several members acted by one test process: each GroupTable gets its own member id, and
 // the liveness check reads a table the test controls. Real processes are checked by
 // member_alive (a child, a zombie, a recycled start time), and end to end by the
 // integration test that SIGKILLs a member.
-#include "group_budget.h"
+#include "budgets/group_budget.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,8 +1,8 @@
-// live_record_test.cpp - this process's live-statistics file (shim/live_record.h): made
+// live_record_test.cpp - this process's live-statistics file (shim/observe/live_record.h): made
 // whole under its name with mode 0600, mapped where the record says, removed at exit;
 // a file under its name that another user owns, that others may write, or that is a link
 // is refused and left alone; a dead namesake of this user's is replaced.
-#include "live_record.h"
+#include "observe/live_record.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,11 +1,11 @@
-// oom_watch_sink_test.cpp - OomWatchSink (shim/oom_watch_sink.h), the per-allocator
+// oom_watch_sink_test.cpp - OomWatchSink (shim/observe/oom_watch_sink.h), the per-allocator
 // tables behind the out-of-memory report's call sites and snapshot: the live-block table
 // holds exactly the blocks allocated and not yet completed (checked against a model
 // through many allocs and frees whose addresses collide in the table, so deletion must
 // move entries back), frees carry their alloc's requested size and stack, each distinct
 // stack is kept once, the ring keeps the last events in order, and a full table drops
 // (and counts) what does not fit. It forwards every event to the next sink.
-#include "oom_watch_sink.h"
+#include "observe/oom_watch_sink.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "call_context.h"
+#include "observe/call_context.h"
 
 namespace luma::shim {
 namespace {

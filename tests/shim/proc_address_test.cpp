@@ -1,6 +1,6 @@
 // proc_address_test.cpp - luma substitutes its function only for the ABI it implements:
 // the cudaVersion decides, older ABIs and names it does not serve are the driver's.
-#include "proc_address.h"
+#include "driver/proc_address.h"
 
 #include <gtest/gtest.h>
 
@@ -65,7 +65,7 @@ TEST(ProcAddress, PointerQueriesAreHookedFromTheirVersion) {
 }
 
 // The driver's pools, managed and pinned host memory are forwarded by luma's own functions,
-// which count them (shim/forwarded_paths.h), each from its ABI's version on.
+// which count them (shim/observe/forwarded_paths.h), each from its ABI's version on.
 TEST(ProcAddress, ForwardedAllocationPathsAreHooked) {
   EXPECT_EQ(hook_for_request("cuMemAllocAsync", 11020), Hook::mem_alloc_async);
   EXPECT_EQ(hook_for_request("cuMemAllocAsync", 11010), Hook::none);

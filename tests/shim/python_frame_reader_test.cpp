@@ -1,5 +1,5 @@
-// python_frame_reader_test.cpp - PythonFrameReader (shim/python_frame_reader.h) over
-// interpreter memory built by hand with each layout of shim/python_layouts.h: thread
+// python_frame_reader_test.cpp - PythonFrameReader (shim/python/python_frame_reader.h) over
+// interpreter memory built by hand with each layout of shim/python/python_layouts.h: thread
 // states, frames (3.10's frame objects, 3.11-3.13's interpreter frames), code objects, str
 // and bytes. It must give each frame's file, qualified name and line (from real CPython
 // line tables), skip the frames CPython hides, refuse another thread's state, stop at
@@ -7,7 +7,7 @@
 // another one takes its address, copy non-ASCII names as UTF-8 cut at a character
 // boundary, and give the same sites to threads that read at the same time. Also the 3.13
 // layout from debug offsets, and its refusals.
-#include "python_frame_reader.h"
+#include "python/python_frame_reader.h"
 
 #include <gtest/gtest.h>
 #include <pthread.h>
@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "python_layouts.h"
+#include "python/python_layouts.h"
 
 namespace luma::shim {
 namespace {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """python_layouts_check.py DUMPER OFFSETS_C COMPILER...
 
-shim/python_layouts.h against CPython's own headers: for each CPython 3.10 to 3.13 found on
+shim/python/python_layouts.h against CPython's own headers: for each CPython 3.10 to 3.13 found on
 this machine (tests/integration/python_versions.py) whose headers are installed (internal
 ones included: pyenv's builds, Debian's python3.X-dev), OFFSETS_C is compiled against them
 with COMPILER (as C) and run; its "field value" lines must equal what DUMPER

@@ -1,6 +1,6 @@
 // python_layouts_dump.cpp - `python_layouts_dump MINOR [LIBPYTHON]`: the layout libluma.so
 // uses for CPython 3.MINOR, as "field value" lines for python_layouts_check.py to compare
-// with that version's headers: the row of shim/python_layouts.h, or for 3.13 the layout
+// with that version's headers: the row of shim/python/python_layouts.h, or for 3.13 the layout
 // made from the debug offsets at the start of LIBPYTHON's _PyRuntime (the library is only
 // loaded, never initialised: the offsets are static data).
 #include <dlfcn.h>
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <optional>
 
-#include "python_layouts.h"
+#include "python/python_layouts.h"
 
 using namespace luma::shim::python;
 

@@ -1,6 +1,6 @@
 /* python_layouts_offsets.c - printed by python_layouts_check.py, compiled against one
  * CPython's own headers (with Py_BUILD_CORE, for the internal ones): where that version
- * keeps each field shim/python_layouts.h names, as "field value" lines. */
+ * keeps each field shim/python/python_layouts.h names, as "field value" lines. */
 #define Py_BUILD_CORE 1
 #include <Python.h>
 #include <stddef.h>

@@ -1,9 +1,9 @@
-// python_line_table_test.cpp - python::line_at (shim/python_line_table.h) against line
+// python_line_table_test.cpp - python::line_at (shim/python/python_line_table.h) against line
 // tables CPython itself wrote: the same function compiled by CPython 3.10.13, 3.11.7,
 // 3.12.1 and 3.13.0 (its co_linetable, and the line of every instruction as the
 // interpreter's own co_lines() gives it), then malformed and edge-case tables, which must
 // give 0 and never be read past their end.
-#include "python_line_table.h"
+#include "python/python_line_table.h"
 
 #include <gtest/gtest.h>
 

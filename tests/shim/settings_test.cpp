@@ -1,6 +1,6 @@
 // settings_test.cpp - the LUMA_* table: defaults, every value accepted, bad values named
 // with the default kept.
-#include "settings.h"
+#include "config/settings.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "settings.h"
+#include "config/settings.h"
 
 namespace luma::shim {
 namespace {
