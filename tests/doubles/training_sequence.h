@@ -254,4 +254,38 @@ inline std::vector<TrainingModel> training_models() {
   return {gpt2, bert, small, gpt2_size};
 }
 
+// The backward pass of each step, as PyTorch's autograd engine runs it on a device thread of
+// its own (write_sequences.cpp says how it is found): each op's thread, 1 or 2; empty when
+// the sequence has no 4-byte loss to find the backward by.
+inline constexpr std::uint64_t kLossBytes = 4;
+
+// Thread of each op: 1, or 2 for the backward passes (the rule above). Empty when the
+// sequence has no loss to find the backward by.
+inline std::vector<int> backward_on_thread_2(const core::SimSequence& s) {
+  std::vector<int> thread(s.ops.size(), 1);
+  std::vector<bool> is_loss(s.allocations, false);
+  bool found = false;
+  bool after_loss = false;  // between a loss's allocation and the next allocation
+  bool backward = false;
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const core::SimOp& op = s.ops[i];
+    if (op.is_free) {
+      if (is_loss[op.id]) {  // the end of the backward: the main thread frees the loss
+        backward = false;
+        after_loss = false;
+      }
+    } else if (op.bytes == kLossBytes) {
+      is_loss[op.id] = true;
+      after_loss = true;
+      found = true;
+    } else if (after_loss) {
+      backward = true;  // the logits' gradient: the backward begins
+      after_loss = false;
+    }
+    if (backward) thread[i] = 2;
+  }
+  if (!found) thread.clear();
+  return thread;
+}
+
 }  // namespace luma::testing

@@ -31,37 +31,6 @@
 
 namespace {
 
-constexpr std::uint64_t kLossBytes = 4;
-
-// Thread of each op: 1, or 2 for the backward passes (the rule above). Empty when the
-// sequence has no loss to find the backward by.
-std::vector<int> backward_on_thread_2(const luma::core::SimSequence& s) {
-  std::vector<int> thread(s.ops.size(), 1);
-  std::vector<bool> is_loss(s.allocations, false);
-  bool found = false;
-  bool after_loss = false;  // between a loss's allocation and the next allocation
-  bool backward = false;
-  for (std::size_t i = 0; i < s.ops.size(); ++i) {
-    const luma::core::SimOp& op = s.ops[i];
-    if (op.is_free) {
-      if (is_loss[op.id]) {  // the end of the backward: the main thread frees the loss
-        backward = false;
-        after_loss = false;
-      }
-    } else if (op.bytes == kLossBytes) {
-      is_loss[op.id] = true;
-      after_loss = true;
-      found = true;
-    } else if (after_loss) {
-      backward = true;  // the logits' gradient: the backward begins
-      after_loss = false;
-    }
-    if (backward) thread[i] = 2;
-  }
-  if (!found) thread.clear();
-  return thread;
-}
-
 // Writes one log; `thread` is empty for all ops on Thread 1. Returns false on an I/O error.
 bool write_log(const std::string& path, const luma::core::SimSequence& s,
                const std::vector<int>& thread) {
@@ -115,10 +84,10 @@ int main(int argc, char** argv) {
     if (only != nullptr && model.name != only) continue;
     matched = true;
     const luma::core::SimSequence s = luma::testing::TrainingSequence(model).make();
-    const std::vector<int> threads = backward_on_thread_2(s);
+    const std::vector<int> threads = luma::testing::backward_on_thread_2(s);
     if (threads.empty()) {
       std::fprintf(stderr, "write_sequences: %s has no %llu-byte loss to find its backward by\n",
-                   model.name.c_str(), static_cast<unsigned long long>(kLossBytes));
+                   model.name.c_str(), static_cast<unsigned long long>(luma::testing::kLossBytes));
       return 1;
     }
     for (const bool threaded : {false, true}) {
