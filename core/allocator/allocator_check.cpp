@@ -43,7 +43,6 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
   std::vector<const Segment*> segs;
   segs.reserve(segments.size());
   segments.for_each([&segs](const Segment* s) { segs.push_back(s); });
-  if (!segments.consistent()) fail("the segment index is inconsistent (bases unsorted or stale, or a run empty)");
 
   std::uintptr_t prev_end = 0;
   std::uint64_t device_allocations = pages.memories();  // ordinary segments and memories
@@ -153,41 +152,12 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
                        s->base + s->size));
   }
 
-  // Wholly free segments: exactly those are listed, each once, in its own pool's list;
-  // the base map holds exactly the segments.
-  {
-    std::size_t wholly = 0;
-    for (const Segment* s : segs) {
-      if (s->wholly_free() != s->idle)
-        fail(fmt::format("segment {:#x} is {}wholly free but {}listed as such", s->base, s->wholly_free() ? "" : "not ",
-                         s->idle ? "" : "not "));
-      wholly += s->wholly_free() ? 1 : 0;
-      if (s->wholly_free() && whole_segment(s->first) != s)
-        fail(fmt::format("wholly free segment {:#x}: its block does not name it", s->base));
-      Segment* const* at = segment_at.find(s->base);
-      if (at == nullptr || *at != s) fail(fmt::format("segment {:#x} is not in the base map", s->base));
-      if (s->first->self >= segment_of_first.size() || segment_of_first[s->first->self] != s)
-        fail(fmt::format("segment {:#x} is not found from its first block", s->base));
-    }
-    if (segment_at.size() != segments.size())
-      fail(fmt::format("the base map holds {} segments, {} are held", segment_at.size(), segments.size()));
-    std::size_t listed = 0;
-    for (std::size_t p = 0; p < kPools; ++p) {
-      std::size_t n = 0;
-      const Segment* prev = nullptr;
-      for (const Segment* s = idle[p].front(); s != nullptr && n <= segments.size(); prev = s, s = s->idle_next) {
-        ++n;
-        if (!s->idle || pool_index(s->pool) != p || s->idle_prev != prev)
-          fail(fmt::format("{} pool's list of wholly free segments: entry {:#x} is wrong", pool_name(static_cast<Pool>(p)),
-                           s->base));
-      }
-      if (n != idle[p].size())
-        fail(fmt::format("{} pool: {} wholly free segments listed, the list counts {}", pool_name(static_cast<Pool>(p)), n,
-                         idle[p].size()));
-      listed += n;
-    }
-    if (listed != wholly) fail(fmt::format("{} segments are wholly free, {} listed", wholly, listed));
-  }
+  // The segment table's own invariant (segment_table.h); a wholly free segment's block
+  // names it (became_whole).
+  segments.check(fail);
+  for (const Segment* s : segs)
+    if (s->wholly_free() && whole_segment(s->first) != s)
+      fail(fmt::format("wholly free segment {:#x}: its block does not name it", s->base));
 
   // Pages: the page pool's own invariants; its mapped pages are exactly the expanses'.
   if (vm.page != 0) {
@@ -210,44 +180,12 @@ std::vector<std::string> CachingAllocator::Impl::check() const {
       fail(fmt::format("{} pool: {} unmapped blocks, {} listed", pool_name(static_cast<Pool>(p)), t[p].unmapped, n));
   }
 
-  // Free index: every entry a free block of the right pool, class and oversize side; the
-  // bitmaps agree with the lists; every free block is indexed (counts match).
-  std::array<std::int64_t, kPools> indexed{};
-  for (std::size_t p = 0; p < kPools; ++p) {
-    for (std::size_t o = 0; o < 2; ++o) {
-      const FreeIndex& fi = index_[p][o];
-      std::size_t listed = 0;
-      fi.for_each_class([&](FreeIndex::Class c, const Block* head) {
-        if ((head != nullptr) != fi.bitmap_says_nonempty(c))
-          fail(fmt::format("{} pool index: bitmap disagrees with class ({}, {})", pool_name(static_cast<Pool>(p)), c.fl, c.sl));
-        const Block* lp = nullptr;
-        std::size_t n = 0;
-        for (const Block* b = head; b != nullptr; lp = b, b = b->list_next) {
-          if (++n > max_blocks) {
-            fail(fmt::format("free list ({}, {}) does not end", c.fl, c.sl));
-            break;
-          }
-          ++listed;
-          if (b->list_prev != lp) fail(fmt::format("free list entry {:#x}: back link is wrong", b->addr));
-          if (b->state != BlockState::free)
-            fail(fmt::format("free list holds block {:#x} that is in use", b->addr));
-          if (pool_index(b->pool) != p) fail(fmt::format("block {:#x} is indexed in the wrong pool", b->addr));
-          const FreeIndex::Class bc = fi.class_of(b->size);
-          if (bc.fl != c.fl || bc.sl != c.sl)
-            fail(fmt::format("block {:#x} of {} bytes is in class ({}, {}) instead of ({}, {})", b->addr,
-                             b->size, c.fl, c.sl, bc.fl, bc.sl));
-          if (oversize(b->size) != (o == 1))
-            fail(fmt::format("block {:#x} is on the wrong side of max_split_size", b->addr));
-        }
-      });
-      for (unsigned fl = 0; fl < FreeIndex::kFl; ++fl)
-        if (!fi.fl_bit_matches(fl)) fail(fmt::format("first-level bitmap bit {} is wrong", fl));
-      if (listed != fi.count()) fail(fmt::format("free index counts {} blocks, lists hold {}", fi.count(), listed));
-      indexed[p] += static_cast<std::int64_t>(listed);
-    }
-    if (indexed[p] != t[p].free)
-      fail(fmt::format("{} pool: {} free blocks in segments, {} in the free index", pool_name(static_cast<Pool>(p)),
-                       t[p].free, indexed[p]));
+  // The free blocks' own invariant (free_blocks.h), against the free blocks the segments
+  // hold.
+  {
+    std::array<std::int64_t, kPools> free_in_segments{};
+    for (std::size_t p = 0; p < kPools; ++p) free_in_segments[p] = t[p].free;
+    free_blocks.check(free_in_segments, max_blocks, fail);
   }
 
   // Epochs: the open one unfenced, every closed one fenced; together they hold exactly

@@ -6,16 +6,16 @@
 // allocates no host memory unless an index has to grow:
 // - Segment and Block records (block.h) from RecordPools (record_pool.h): a segment's
 //   blocks are a doubly linked list in address order that tiles it exactly.
-// - Free index (free_index.h): TLSF-style segregated lists, one per pool and per
-//   "oversize" class (blocks >= max_split_size live apart, so a normal request never sees
-//   them and PyTorch's oversize rule costs nothing). Good fit within 1/64, exact reuse of a
-//   block freed at the same size.
+// - Free blocks (free_blocks.h, owning its invariant): a TLSF-style index (free_index.h)
+//   per pool and per side of max_split_size (oversize blocks live apart, so a normal
+//   request never sees them and PyTorch's oversize rule costs nothing). Good fit within
+//   1/64, exact reuse of a block freed at the same size.
 // - Pointer map (pointer_map.h): cache-line buckets keyed by block address, exactly the
 //   allocated blocks, each as its record's number and its size (LiveBlock, block.h).
-// - Pending frees (pending_frees.h): a type of its own, with its invariant: the open
-//   epoch, the closed ones waiting on fences, polled, reclaimed before growth.
-// - Segments: sorted by base in short runs (segment_index.h), and by base in a map for the
-//   block that starts one; the wholly free ones also in a list per pool, in the order they
+// - Pending frees (pending_frees.h, owning its invariant): the open epoch, the closed
+//   ones waiting on fences, polled, reclaimed before growth.
+// - Segments (segment_table.h, owning its invariant): each found by address, by base and
+//   by its first block; the wholly free ones also in a list per pool, in the order they
 //   became so (idle_segments.h), kept up to date where a block becomes or stops being its
 //   segment's only block (complete, take).
 // - Growth (grow): a new segment sized by the pool rules (segment_size_for); before it
@@ -43,14 +43,13 @@
 #include "allocator/block.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/epoch.h"
-#include "allocator/free_index.h"
-#include "allocator/idle_segments.h"
+#include "allocator/free_blocks.h"
 #include "allocator/live_stats.h"
 #include "allocator/page_pool.h"
 #include "allocator/pending_frees.h"
 #include "allocator/pointer_map.h"
 #include "allocator/record_pool.h"
-#include "allocator/segment_index.h"
+#include "allocator/segment_table.h"
 #include "live/live_writer.h"
 
 namespace luma::core {
@@ -75,11 +74,7 @@ inline AllocatorOptions sanitize(AllocatorOptions o) noexcept {
 
 struct CachingAllocator::Impl {
   Impl(Device& d, int index, const AllocatorOptions& o)
-      : dev(d), device_index(index), opt(sanitize(o)), fence_mode(d.fence_mode()) {
-    const auto shift = static_cast<unsigned>(std::countr_zero(opt.alignment));
-    for (auto& per_pool : index_)
-      for (FreeIndex& fi : per_pool) fi.set_unit_shift(shift);
-  }
+      : dev(d), device_index(index), opt(sanitize(o)), fence_mode(d.fence_mode()) {}
 
   Device& dev;
   const int device_index;
@@ -93,22 +88,14 @@ struct CachingAllocator::Impl {
   LiveStats stats;
 
   RecordPool<Block> blocks;
-  RecordPool<Segment, 10> segment_records;  // 1024 per chunk: a program has few segments
-  SegmentIndex segments;  // sorted by base
-  // Segment base -> record: an own segment's block finds its segment at its free
-  // (own_segment_at), and the invariant check finds every segment by its base.
-  PointerMap<Segment*> segment_at;
-  // Each segment by its first block's record number. A segment's first block is the same
-  // record for the segment's whole life (a block merges into its lower neighbour, and a
-  // split keeps the lower part), so this is written once, when the segment is made, and a
-  // block that becomes its segment's only one finds the segment with one load instead of a
-  // lookup in segment_at (became_whole: every free that empties a segment). Entries of
-  // numbers that are not a first block are stale and never read.
-  std::vector<Segment*> segment_of_first;
-  // The wholly free segments of each pool, in the order they became so.
-  std::array<IdleSegments, kPools> idle;
+  // The segments held, found by address, base and first block; the wholly free ones per
+  // pool in the order they became so (segment_table.h).
+  SegmentTable segments;
   PointerMap<LiveBlock> live;
-  std::array<std::array<FreeIndex, 2>, kPools> index_;  // [pool][oversize]
+  // The free blocks by pool and size; blocks at or above the split limit (max_split_size,
+  // lifted for expandable segments, whose free pages are unmapped instead) apart
+  // (free_blocks.h).
+  FreeBlocks free_blocks{unit_shift, opt.max_split_size};
   PendingFrees pending{dev, fence_mode, opt, stats.num_fence_waits};
   // Segments forgotten with a lost context (drop_device_memory): neither held nor freed.
   std::uint64_t segments_dropped = 0;
@@ -122,10 +109,6 @@ struct CachingAllocator::Impl {
   // Near the device's memory limit (grow asks the device): tight placement, see
   // AllocatorOptions::pressure_divisor.
   bool pressure = false;
-  // Blocks at or above this are "oversize" (never split, indexed apart): max_split_size,
-  // or no limit with expandable segments, whose free pages are unmapped instead (set at
-  // the first growth, before any block exists).
-  std::size_t split_max = opt.max_split_size;
   // Expandable segments (AllocatorOptions::expandable_segments): the device's virtual
   // memory, asked at the first growth (page 0: ordinary segments); each pool's expanses
   // (segments of address space, block.h) and its unmapped ranges (blocks in the state
@@ -151,17 +134,7 @@ struct CachingAllocator::Impl {
     if (sink != nullptr) sink->on_event(Event{kind, device_index, addr, size, requested});
   }
 
-  bool oversize(std::size_t size) const noexcept { return size >= split_max; }
-
-  [[gnu::always_inline]] FreeIndex& index_for(Pool p, std::size_t size) noexcept {
-    return index_[pool_index(p)][oversize(size) ? 1 : 0];
-  }
-
-  // The free-block count is the indexes' own (free_block_count), not a statistic kept
-  // on the hot path.
-  [[gnu::always_inline]] void index_insert(Block* b) noexcept { index_for(b->pool, b->size).insert(b); }
-  [[gnu::always_inline]] void index_remove(Block* b) noexcept { index_for(b->pool, b->size).remove(b); }
-  DeviceStats view() const noexcept { return stats.view(device_index, free_block_count()); }
+  DeviceStats view() const noexcept { return stats.view(device_index, free_blocks.count()); }
 
   // The live record's slot (set_live_writer), from the statistics as they are at the end
   // of a public call: once per call, not per event (the inlined per-event updates made the
@@ -185,10 +158,6 @@ struct CachingAllocator::Impl {
     const std::int64_t allocated = stats.allocated_bytes.all_current();
     live_writer->publish_held(static_cast<std::uint64_t>(allocated),
                               static_cast<std::uint64_t>(stats.active_bytes.all_current() - allocated));
-  }
-
-  Segment* segment_containing(std::uintptr_t addr) const noexcept {
-    return segments.containing(addr);
   }
 
   static Segment* whole_segment(const Block* b) noexcept { return reinterpret_cast<Segment*>(b->requested); }
@@ -238,7 +207,7 @@ struct CachingAllocator::Impl {
     std::int64_t net_blocks = 0;
     std::int64_t net_bytes = 0;
     if (Block* prev = b->prev; prev != nullptr && prev->state == BlockState::free) {
-      index_remove(prev);
+      free_blocks.remove(prev);
       net_blocks -= 1;
       net_bytes -= static_cast<std::int64_t>(prev->size);
       prev->size += b->size;
@@ -248,7 +217,7 @@ struct CachingAllocator::Impl {
       b = prev;
     }
     if (Block* next = b->next; next != nullptr && next->state == BlockState::free) {
-      index_remove(next);
+      free_blocks.remove(next);
       net_blocks -= 1;
       net_bytes -= static_cast<std::int64_t>(next->size);
       b->size += next->size;
@@ -258,7 +227,7 @@ struct CachingAllocator::Impl {
     }
     if (!b->is_split()) [[unlikely]]
       became_whole(b);
-    index_insert(b);
+    free_blocks.insert(b);
     if (b->is_split()) {
       net_blocks += 1;
       net_bytes += static_cast<std::int64_t>(b->size);
@@ -292,7 +261,6 @@ struct CachingAllocator::Impl {
   // ---- segment_release.cpp: segments given back or forgotten: before growth, empty_cache,
   // release_all, a lost context
   bool release_idle(Segment* s) noexcept;
-  void forget_segment_record(Segment* s) noexcept;
   std::size_t release_free_segments() noexcept;
   void release_for_growth(Pool p, std::size_t want) noexcept;
   void drop_segment_stats(Segment* s) noexcept;
@@ -329,7 +297,6 @@ struct CachingAllocator::Impl {
   [[gnu::noinline, gnu::cold]] bool free_own_now(Block* b, Pool p) noexcept;
 
   // ---- allocator_stats.cpp: statistics and snapshots read from the structures
-  std::uint64_t free_block_count() const noexcept;
   BlockSnapshot block_snapshot(const Block* b) const noexcept;
 };
 

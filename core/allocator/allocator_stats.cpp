@@ -7,13 +7,6 @@
 
 namespace luma::core {
 
-std::uint64_t CachingAllocator::Impl::free_block_count() const noexcept {
-  std::uint64_t n = 0;
-  for (const auto& per_pool : index_)
-    for (const FreeIndex& fi : per_pool) n += fi.count();
-  return n;
-}
-
 BlockSnapshot CachingAllocator::Impl::block_snapshot(const Block* b) const noexcept {
   // Allocated means in the pointer map; an in-use block that is not is a pending free.
   BlockSnapshotState state = BlockSnapshotState::inactive;
@@ -44,9 +37,8 @@ bool CachingAllocator::try_host_bytes(std::size_t* out, std::chrono::steady_cloc
   if (!lock_until(impl_->mu, deadline)) return false;
   std::lock_guard<AllocatorLock> lock(impl_->mu, std::adopt_lock);
   const Impl& m = *impl_;
-  std::size_t bytes = sizeof(Impl) + m.blocks.host_bytes() + m.segment_records.host_bytes() +
-                      m.segment_at.host_bytes() + m.live.host_bytes() + m.pending.host_bytes() +
-                      m.segment_of_first.capacity() * sizeof(Segment*);
+  std::size_t bytes =
+      sizeof(Impl) + m.blocks.host_bytes() + m.segments.host_bytes() + m.live.host_bytes() + m.pending.host_bytes();
   for (const auto& e : m.expanses) bytes += e.capacity() * sizeof(Segment*);
   *out = bytes;
   return true;

@@ -60,7 +60,7 @@ struct Segment {
   std::size_t mapped = 0;
   std::uint32_t self = 0;  // this record's number (RecordPool::at)
   // While wholly free: listed in its pool's list of wholly free segments, in the order
-  // they became so (CachingAllocator's `idle`), so that a release before growth touches
+  // they became so (SegmentTable's idle lists), so that a release before growth touches
   // only the segments it releases, least recently freed first.
   bool idle = false;
   Segment* idle_prev = nullptr;

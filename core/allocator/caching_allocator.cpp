@@ -45,10 +45,10 @@ constexpr std::size_t kPrefetchAboveBlocks = (std::size_t{1} << 20) / sizeof(Blo
 // than it (a new segment of its own size instead), so no piece is left that is too
 // small for what comes next; allocate() still splits such a block rather than fail.
 [[gnu::always_inline]] Block* CachingAllocator::Impl::find_free(Pool p, std::size_t rounded, bool tight) noexcept {
-  Block* b = index_for(p, rounded).find(rounded);
+  Block* b = free_blocks.find(p, rounded);
   // PyTorch's max_non_split_rounding: an oversize request does not take a block so much
   // bigger that the rest (which is never split off) would be wasted.
-  if (b != nullptr && oversize(rounded) && b->size >= rounded + opt.large_segment) return nullptr;
+  if (b != nullptr && free_blocks.oversize(rounded) && b->size >= rounded + opt.large_segment) return nullptr;
   if (tight && b != nullptr && p == Pool::large && b->size >= rounded + opt.large_round) [[unlikely]]
     return nullptr;
   return b;
@@ -56,13 +56,13 @@ constexpr std::size_t kPrefetchAboveBlocks = (std::size_t{1} << 20) / sizeof(Blo
 
 // Takes the free block b for a request: split off the rest when allowed, account.
 [[gnu::always_inline]] void* CachingAllocator::Impl::take(Block* b, std::size_t rounded, std::size_t requested) noexcept {
-  index_remove(b);
+  free_blocks.remove(b);
   const Pool p = b->pool;
   const bool was_split = b->is_split();
   if (!was_split) [[unlikely]]
-    idle[pool_index(p)].remove(whole_segment(b));
+    segments.idle(p).remove(whole_segment(b));
   const std::size_t remaining = b->size - rounded;
-  if (!oversize(rounded) && remaining >= opt.min_split) {
+  if (!free_blocks.oversize(rounded) && remaining >= opt.min_split) {
     Block* r = blocks.get();
     r->addr = b->addr + rounded;
     r->size = remaining;
@@ -72,7 +72,7 @@ constexpr std::size_t kPrefetchAboveBlocks = (std::size_t{1} << 20) / sizeof(Blo
     if (b->next != nullptr) b->next->prev = r;
     b->next = r;
     b->size = rounded;
-    index_insert(r);
+    free_blocks.insert(r);
     if (was_split) {
       stats.inactive_split_bytes.sub(p, rounded);  // an inactive split block shrinks
     } else {
@@ -144,7 +144,7 @@ constexpr std::size_t kPrefetchAboveBlocks = (std::size_t{1} << 20) / sizeof(Blo
   const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
   LiveBlock lb;
   if (!live.take(addr, &lb)) {
-    if (segment_containing(addr) == nullptr) return FreeStatus::not_owned;
+    if (segments.containing(addr) == nullptr) return FreeStatus::not_owned;
     ++stats.invalid_frees;
     return FreeStatus::invalid;
   }
@@ -184,9 +184,9 @@ constexpr std::size_t kPrefetchAboveBlocks = (std::size_t{1} << 20) / sizeof(Blo
 // A free block that became its segment's only block: its segment goes to the back of the
 // pool's idle list, and the block keeps the record (block.h) for take() to find.
 void CachingAllocator::Impl::became_whole(Block* b) noexcept {
-  Segment* s = segment_of_first[b->self];  // its first block: b->prev == nullptr
+  Segment* s = segments.of_first(b);  // its first block: b->prev == nullptr
   b->requested = reinterpret_cast<std::uintptr_t>(s);
-  idle[pool_index(b->pool)].push_back(s);
+  segments.idle(b->pool).push_back(s);
 }
 
 // Makes every block of an epoch free (its fence, if any, is done and released by now).
@@ -298,7 +298,7 @@ bool CachingAllocator::block_of(const void* addr, SegmentRange* out) const noexc
     if (out != nullptr) *out = {reinterpret_cast<void*>(a), impl_->blocks.at(lb->block)->size};
     return true;
   }
-  const Segment* s = impl_->segment_containing(a);  // O(log segments) ...
+  const Segment* s = impl_->segments.containing(a);  // O(log segments) ...
   if (s == nullptr) return false;
   const Block* b = s->first;
   while (b != nullptr && a - b->addr >= b->size) b = b->next;  // ... then a walk
@@ -310,7 +310,7 @@ bool CachingAllocator::block_of(const void* addr, SegmentRange* out) const noexc
 
 bool CachingAllocator::segment_of(const void* ptr, SegmentRange* out) const noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
-  const Segment* s = impl_->segment_containing(reinterpret_cast<std::uintptr_t>(ptr));
+  const Segment* s = impl_->segments.containing(reinterpret_cast<std::uintptr_t>(ptr));
   if (s == nullptr) return false;
   if (out != nullptr) *out = {reinterpret_cast<void*>(s->base), s->size, s->own, s->expandable};
   return true;

@@ -23,7 +23,7 @@ bool CachingAllocator::Impl::expandable() noexcept {
         vm = v;
         pages.set_page(v.page);
         chunk = v.page;
-        if (blocks.in_use() == 0) split_max = kAll;
+        if (blocks.in_use() == 0) free_blocks.lift_split_limit();
       }
     }
   }
@@ -138,10 +138,7 @@ Segment* CachingAllocator::Impl::new_expanse(Pool p, std::size_t rounded, bool* 
   }
   try {
     blocks.ensure(1);
-    segment_records.ensure(1);
-    segment_at.reserve_for(segment_at.size() + 1);
-    segments.reserve_insert();
-    if (segment_of_first.size() <= blocks.made()) segment_of_first.resize(blocks.made() + 1 + blocks.made() / 2);
+    segments.reserve_one(blocks.made());
     expanses[pool_index(p)].reserve(expanses[pool_index(p)].size() + 1);
   } catch (...) {
     return nullptr;
@@ -156,21 +153,14 @@ Segment* CachingAllocator::Impl::new_expanse(Pool p, std::size_t rounded, bool* 
     *refused = true;
     return nullptr;
   }
-  Segment* s = segment_records.get();
-  s->base = reinterpret_cast<std::uintptr_t>(r.base);
-  s->size = bytes;
-  s->pool = p;
-  s->expandable = true;
-  s->mapped = 0;
   Block* u = blocks.get();
-  u->addr = s->base;
+  u->addr = reinterpret_cast<std::uintptr_t>(r.base);
   u->size = bytes;
   u->pool = p;
   u->state = BlockState::unmapped;
-  s->first = u;
-  segment_of_first[u->self] = s;
-  segments.insert(s);
-  segment_at.insert(s->base, s);
+  Segment* s = segments.add(u->addr, bytes, p, u);
+  s->expandable = true;
+  s->mapped = 0;
   expanses[pool_index(p)].push_back(s);
   unmapped_push(u);
   stats.segment.add(p, 1);
@@ -227,7 +217,7 @@ Block* CachingAllocator::Impl::map_room(const Room& room, std::size_t rounded, R
 // The first `bytes` of the unmapped block u were just mapped: they become a free block.
 Block* CachingAllocator::Impl::mapped(Block* u, std::size_t bytes) noexcept {
   const Pool p = u->pool;
-  Segment* s = segment_containing(u->addr);
+  Segment* s = segments.containing(u->addr);
   unmapped_remove(u);
   if (bytes < u->size) {
     Block* rest = blocks.get();
@@ -288,11 +278,11 @@ std::size_t CachingAllocator::Impl::unmap_free(Pool p, std::size_t want, std::ui
 Block* CachingAllocator::Impl::unmapped_range(Segment* s, Block* b, std::uintptr_t a, std::size_t bytes) noexcept {
   const Pool p = b->pool;
   const std::uintptr_t end = b->addr + b->size;
-  index_remove(b);
+  free_blocks.remove(b);
   stats.inactive_split.sub(p, 1);  // an expanse's blocks are always split (its guard page)
   stats.inactive_split_bytes.sub(p, b->size);
   auto add_free = [&](Block* f) {
-    index_insert(f);
+    free_blocks.insert(f);
     stats.inactive_split.add(p, 1);
     stats.inactive_split_bytes.add(p, f->size);
   };

@@ -7,8 +7,8 @@ namespace luma::core {
 
 // The own segment (allocate_own_segment) that starts at addr, or nullptr.
 [[gnu::noinline, gnu::cold]] Segment* CachingAllocator::Impl::own_segment_at(std::uintptr_t addr) const noexcept {
-  Segment* const* s = segment_at.find(addr);
-  return s != nullptr && (*s)->own ? *s : nullptr;
+  Segment* s = segments.at(addr);
+  return s != nullptr && s->own ? s : nullptr;
 }
 
 // The segment s, whose one block b is free and in no index, went back to the device:
@@ -17,7 +17,7 @@ namespace luma::core {
   blocks.put(b);
   drop_segment_stats(s);
   --own_segments;
-  forget_segment_record(s);
+  segments.remove(s);
 }
 
 // free() of an own segment's block: the driver's free is the program's own, and

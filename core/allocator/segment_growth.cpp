@@ -33,11 +33,8 @@ Block* CachingAllocator::Impl::grow(Pool p, std::size_t rounded, int* error, boo
   }
   std::size_t preferred = own ? rounded : segment_size_for(opt, rounded);
   try {  // before the device call, so a host allocation failure changes nothing
-    segment_records.ensure(1);
-    segment_at.reserve_for(segment_at.size() + 1);
-    segments.reserve_insert();
     // The new first block's number is at most blocks.made() (a number not given out yet).
-    if (segment_of_first.size() <= blocks.made()) segment_of_first.resize(blocks.made() + 1 + blocks.made() / 2);
+    segments.reserve_one(blocks.made());
   } catch (...) {
     return nullptr;
   }
@@ -68,28 +65,21 @@ Block* CachingAllocator::Impl::grow(Pool p, std::size_t rounded, int* error, boo
     *error = r.error;
     return nullptr;
   }
-  Segment* s = segment_records.get();
-  s->base = reinterpret_cast<std::uintptr_t>(r.base);
-  s->size = size;
-  s->pool = p;
-  s->own = own;
-  own_segments += own ? 1 : 0;
   Block* b = blocks.get();
-  b->addr = s->base;
+  b->addr = reinterpret_cast<std::uintptr_t>(r.base);
   b->size = size;
   b->pool = p;
-  s->first = b;
-  segment_of_first[b->self] = s;
-  segments.insert(s);
-  segment_at.insert(s->base, s);
+  Segment* s = segments.add(b->addr, size, p, b);
+  s->own = own;
+  own_segments += own ? 1 : 0;
   stats.segment.add(p, 1);
   stats.reserved_bytes.add(p, size);
   reserved_high_water = std::max(reserved_high_water, static_cast<std::size_t>(stats.reserved_bytes.all_current()));
   ++stats.num_device_alloc;
   emit(EventKind::segment_reserve, s->base, size, 0);
   b->requested = reinterpret_cast<std::uintptr_t>(s);  // see became_whole
-  idle[pool_index(p)].push_back(s);  // wholly free until take() cuts it
-  index_insert(b);
+  segments.idle(p).push_back(s);  // wholly free until take() cuts it
+  free_blocks.insert(b);
   return b;
 }
 

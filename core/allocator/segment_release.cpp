@@ -10,20 +10,11 @@ namespace luma::core {
 // device keeps it (it stays listed, as free as before).
 bool CachingAllocator::Impl::release_idle(Segment* s) noexcept {
   if (!dev.release(reinterpret_cast<void*>(s->base), s->size)) return false;
-  idle[pool_index(s->pool)].remove(s);
-  index_remove(s->first);
+  free_blocks.remove(s->first);
   blocks.put(s->first);
   drop_segment_stats(s);
-  forget_segment_record(s);
+  segments.remove(s);
   return true;
-}
-
-// Drops s from `segments` and the base map and puts its record back.
-void CachingAllocator::Impl::forget_segment_record(Segment* s) noexcept {
-  segments.erase(s);
-  Segment* gone = nullptr;
-  segment_at.take(s->base, &gone);
-  segment_records.put(s);
 }
 
 // Releases every wholly free segment, and every whole free page of the expandable
@@ -32,8 +23,8 @@ std::size_t CachingAllocator::Impl::release_free_segments() noexcept {
   std::size_t released = 0;
   for (std::size_t p = 0; p < kPools; ++p) unmap_free(static_cast<Pool>(p), kAll, 0, 0);
   released += trim_pages();
-  for (IdleSegments& list : idle) {
-    for (Segment* s = list.front(); s != nullptr;) {
+  for (Pool p : {Pool::small, Pool::large}) {
+    for (Segment* s = segments.idle(p).front(); s != nullptr;) {
       Segment* next = s->idle_next;
       const std::size_t size = s->size;
       if (release_idle(s)) released += size;
@@ -48,13 +39,13 @@ std::size_t CachingAllocator::Impl::release_free_segments() noexcept {
 // release_free_segments). Touches only the segments it releases (idle_segments.h).
 void CachingAllocator::Impl::release_for_growth(Pool p, std::size_t want) noexcept {
   std::size_t released = 0;
-  for (Segment* s = idle[pool_index(p)].front(); s != nullptr;) {
+  for (Segment* s = segments.idle(p).front(); s != nullptr;) {
     Segment* next = s->idle_next;
     const std::size_t size = s->size;
     if (release_idle(s)) released += size;
     s = next;
   }
-  for (Segment* s = idle[pool_index(other(p))].front(); s != nullptr && released < want;) {
+  for (Segment* s = segments.idle(other(p)).front(); s != nullptr && released < want;) {
     Segment* next = s->idle_next;
     const std::size_t size = s->size;
     if (release_idle(s)) released += size;
@@ -95,18 +86,18 @@ void CachingAllocator::Impl::release_all() noexcept {
 // no device call made, pending fences given back unchecked (their events went too).
 void CachingAllocator::Impl::drop_device_memory() noexcept {
   pending.drop();
-  segments.for_each([this](Segment* s) {
+  segments.clear([this](Segment* s) {
     if (!s->expandable) ++segments_dropped;
     forget_segment(s);
   });
-  segments.clear();
   for (std::size_t q = 0; q < kPools; ++q) stats.reserved_bytes.sub(static_cast<Pool>(q), pages.spare(static_cast<Pool>(q)));
   segments_dropped += pages.forget();
   ++stats.num_context_resets;
 }
 
 // Drops one segment and its blocks from every structure and statistic, as if each live
-// block had been freed and the segment released (the caller counts the release).
+// block had been freed and the segment released (the caller counts the release; the
+// segment table's remove_if or clear, which calls this, unlists it).
 // Pending blocks must no longer be listed in an epoch that will complete them.
 void CachingAllocator::Impl::forget_segment(Segment* s) noexcept {
   const Pool p = s->pool;
@@ -127,7 +118,7 @@ void CachingAllocator::Impl::forget_segment(Segment* s) noexcept {
       stats.requested_bytes.sub(p, b->requested);
       emit(EventKind::free_completed, b->addr, b->size, 0);
     } else if (b->state == BlockState::free) {
-      index_remove(b);
+      free_blocks.remove(b);
       if (b->is_split()) {
         stats.inactive_split.sub(p, 1);
         stats.inactive_split_bytes.sub(p, b->size);
@@ -139,11 +130,7 @@ void CachingAllocator::Impl::forget_segment(Segment* s) noexcept {
   stats.segment.sub(p, 1);
   stats.reserved_bytes.sub(p, s->held());
   if (!s->expandable) emit(EventKind::segment_release, s->base, s->size, 0);
-  if (s->idle) idle[pool_index(p)].remove(s);
   if (s->expandable) std::erase(expanses[pool_index(p)], s);
-  Segment* gone = nullptr;
-  segment_at.take(s->base, &gone);
-  segment_records.put(s);
 }
 
 }  // namespace luma::core
