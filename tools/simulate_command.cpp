@@ -39,6 +39,8 @@ struct SimulateOptions {
   std::string free_path;  // --free-path: empty, the rule decides
   std::optional<int> device;
   bool min_limit = false;
+  std::string repeat = "1";  // --repeat: copies of the window in a row
+  unsigned copies = 1;
   double limit_step = 0.005;  // x peak live
   bool json = false;
   // --tune and its options (simulate_tune.h).
@@ -101,6 +103,7 @@ std::vector<Column> columns_of(const SimulateOptions& o, std::uint64_t latency,
     c.options.settings = parsed.settings;
     c.options.fence_latency_ns = latency;
     c.options.free_path = free_path;
+    c.options.repeat = o.copies;
     columns.push_back(std::move(c));
   }
   return columns;
@@ -158,6 +161,19 @@ void print_limit_map(const std::string& label, const core::LimitScan& m, std::ui
                "claimed above {:.3f} x\n", ratio(m.top, live));
 }
 
+// With --repeat: the warm copies' driver calls under the limits from X to X + 0.05 x peak
+// live, where the allocator may trade calls for memory (tight placement near a limit).
+void print_warm_near_bound(const std::string& label, const core::LimitScan& m, std::uint64_t live) {
+  if (m.bound == 0) return;
+  fmt::print("\n  warm copies under the limits from X up ({}): limit x peak live: driver allocations, frees per 100\n",
+             label);
+  for (const core::LimitScan::Point& p : m.points) {
+    if (p.limit < m.bound || ratio(p.limit - m.bound, live) > 0.05 + 1e-9) continue;
+    fmt::print("    {:.3f} x: {:.2f}, {:.2f}\n", ratio(p.limit, live), per_100(p.warm.driver_allocations, p.warm.allocations),
+               per_100(p.warm.driver_frees, p.warm.allocations));
+  }
+}
+
 void print_text(const SimulateOptions& o, const std::string& format, const core::SimSequence& seq,
                 const std::optional<TorchWindow>& torch, const std::vector<Column>& columns,
                 const std::vector<DeviceRun>& runs, std::uint64_t latency) {
@@ -206,6 +222,35 @@ void print_text(const SimulateOptions& o, const std::string& format, const core:
         return fmt::format("{:.2f}", per_100(r.result.reserves, seq.allocations));
       }), width);
   row("driver frees (segments released)", cells(runs, [](const DeviceRun& r) { return grouped(r.result.releases); }), width);
+  row("driver time, estimated (ms)", cells(runs, [](const DeviceRun& r) {
+        return fmt::format("{:.3f}", double(r.result.driver_ns) / 1e6);
+      }), width);
+  if (o.copies > 1) {
+    const auto copy_rows = [&](const std::string& title, const core::CopyFigures core::SimResult::*which) {
+      fmt::print("  {}:\n", title);
+      const auto per_copy = [&](const DeviceRun& r, std::uint64_t v) {
+        const core::CopyFigures& f = r.result.*which;
+        return f.copies == 0 ? std::string("-") : fmt::format("{:.2f}", per_100(v, f.allocations));
+      };
+      using F = core::CopyFigures;
+      for (const auto& [label, field] : {std::pair{"  driver allocations per 100", &F::driver_allocations},
+                                         std::pair{"  driver frees per 100", &F::driver_frees},
+                                         std::pair{"  maps per 100", &F::maps},
+                                         std::pair{"  unmaps per 100", &F::unmaps}})
+        row(label, cells(runs, [&](const DeviceRun& r) { return per_copy(r, (r.result.*which).*field); }), width);
+      row("  peak reserved, x peak live", cells(runs, [&](const DeviceRun& r) {
+            const core::CopyFigures& f = r.result.*which;
+            return f.copies == 0 ? std::string("-") : fmt::format("{:.3f}", ratio(f.peak_reserved, live));
+          }), width);
+      row("  driver time per copy, estimated (ms)", cells(runs, [&](const DeviceRun& r) {
+            const core::CopyFigures& f = r.result.*which;
+            return f.copies == 0 ? std::string("-")
+                                 : fmt::format("{:.3f}", double(f.driver_ns) / 1e6 / double(f.copies));
+          }), width);
+    };
+    copy_rows("first copy of the window", &core::SimResult::first);
+    copy_rows(fmt::format("warm copies (2-{}, per 100 of their allocations)", o.copies), &core::SimResult::warm);
+  }
   if (latency != 0)
     row("fence waits (stalled, ms)", cells(runs, [](const DeviceRun& r) {
           return fmt::format("{} ({:.3f})", grouped(r.result.fence_waits), double(r.result.fence_wait_ns) / 1e6);
@@ -265,6 +310,8 @@ void print_text(const SimulateOptions& o, const std::string& format, const core:
           return fmt::format("{}, to {}", r.limits->points.size(), x(r.limits->top));
         }), width);
     for (std::size_t i = 0; i < runs.size(); ++i) print_limit_map(columns[i].label, *runs[i].limits, live);
+    if (o.copies > 1)
+      for (std::size_t i = 0; i < runs.size(); ++i) print_warm_near_bound(columns[i].label, *runs[i].limits, live);
   }
 }
 
@@ -284,6 +331,23 @@ nlohmann::json attribution_json(const core::PeakAttribution& a) {
           {"free_other_pool_bytes", a.free_other_pool},
           {"free_fitting_bytes", a.free_fitting},
           {"live_below_peak_bytes", a.live_below_peak}};
+}
+
+// One or more copies of the window (--repeat): counts, and per 100 of their allocations.
+nlohmann::json copy_json(const core::CopyFigures& f, std::uint64_t peak_live) {
+  return {{"copies", f.copies},
+          {"allocations", f.allocations},
+          {"driver_allocations", f.driver_allocations},
+          {"driver_frees", f.driver_frees},
+          {"maps", f.maps},
+          {"unmaps", f.unmaps},
+          {"driver_allocations_per_100", per_100(f.driver_allocations, f.allocations)},
+          {"driver_frees_per_100", per_100(f.driver_frees, f.allocations)},
+          {"maps_per_100", per_100(f.maps, f.allocations)},
+          {"unmaps_per_100", per_100(f.unmaps, f.allocations)},
+          {"peak_reserved_bytes", f.peak_reserved},
+          {"peak_reserved_over_peak_live", ratio(f.peak_reserved, peak_live)},
+          {"driver_time_estimated_ns", f.driver_ns}};
 }
 
 nlohmann::json paths_json(const std::vector<core::PathSpan>& spans) {
@@ -319,13 +383,17 @@ nlohmann::json device_json(const core::SimSequence& seq, const std::optional<Tor
                         {"fence_waits", r.fence_waits},
                         {"fence_wait_ns", r.fence_wait_ns},
                         {"free_paths", paths_json(r.paths)},
+                        {"driver_time_estimated_ns", r.driver_ns},
+                        {"first_copy", copy_json(r.first, seq.peak_live)},
+                        {"warm_copies", r.warm.copies == 0 ? nlohmann::json(nullptr) : copy_json(r.warm, seq.peak_live)},
                         {"at_peak", r.attributed ? attribution_json(r.at_peak) : nlohmann::json(nullptr)}};
     if (!r.completed) j["failed"] = {{"op", r.failed_op}, {"bytes", r.failed_bytes}};
     if (const auto& m = runs[i].limits) {
       nlohmann::json points = nlohmann::json::array();
       for (const core::LimitScan::Point& p : m->points)
         points.push_back({{"limit_bytes", p.limit}, {"over_peak_live", ratio(p.limit, seq.peak_live)},
-                          {"completes", p.completes}});
+                          {"completes", p.completes},
+                          {"warm_copies", p.warm.copies == 0 ? nlohmann::json(nullptr) : copy_json(p.warm, seq.peak_live)}});
       j["limit_scan"] = {{"bound_bytes", m->bound},
                          {"bound_over_peak_live", ratio(m->bound, seq.peak_live)},
                          {"least_completing_bytes", m->least},
@@ -340,6 +408,20 @@ nlohmann::json device_json(const core::SimSequence& seq, const std::optional<Tor
     out["runs"].push_back(std::move(j));
   }
   return out;
+}
+
+// --repeat's copies: a whole number from 1 to 1000.
+unsigned parse_repeat(const std::string& text) {
+  std::size_t used = 0;
+  unsigned long v = 0;
+  try {
+    v = std::stoul(text, &used, 10);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || text.front() == '-' || text.front() == '+' || v < 1 || v > 1000)
+    fail(kExitUsage, "--repeat '" + text + "': expected the number of copies of the recorded window, 1 to 1000");
+  return static_cast<unsigned>(v);
 }
 
 // --limit's bytes ("8G", "1500M", "123456").
@@ -370,6 +452,7 @@ void run_simulate(const SimulateOptions& given) {
   if (!latency)
     fail(kExitUsage, "--fence-latency '" + o.fence_latency +
                          "': expected 0 or a number with a unit ns, us, ms or s (e.g. 50us)");
+  o.copies = parse_repeat(o.repeat);
   std::optional<core::FreePath> free_path;
   if (!o.free_path.empty()) {
     free_path = core::parse_free_path(o.free_path);
@@ -403,6 +486,14 @@ void run_simulate(const SimulateOptions& given) {
       fail(kExitFailure, o.device ? fmt::format("{}: no allocations on device {}", o.inputs[i], *o.device)
                                   : o.inputs[i] + ": no allocations");
   }
+  for (const Picked& p : picked) {
+    const core::SimSequence& seq = inputs[p.input].sim.devices[p.device];
+    if (o.copies > 1 && seq.unmatched_frees != 0)
+      fail(kExitUsage, fmt::format("--repeat {}: {}, device {}: {} frees of blocks the recording never showed "
+                                   "allocated (made before it began), so a copy of it would free what it never "
+                                   "made: record from the program's start to repeat it",
+                                   o.copies, o.inputs[p.input], seq.device, grouped(seq.unmatched_frees)));
+  }
   for (const Picked& p : picked)
     if (*latency != 0 && !inputs[p.input].sim.devices[p.device].has_times)
       fail(kExitUsage, fmt::format("{}: a {} records no clock, so --fence-latency has nothing to add to: "
@@ -424,6 +515,7 @@ void run_simulate(const SimulateOptions& given) {
     t.free_path = free_path;
     t.json = o.json;
     t.jobs = o.jobs;
+    t.repeat = o.copies;
     run_tune(runs, t);
     return;
   }
@@ -432,6 +524,7 @@ void run_simulate(const SimulateOptions& given) {
   nlohmann::json json = {{"input", o.input},
                          {"format", input.sim.format},
                          {"fence_latency_ns", *latency},
+                         {"repeat", o.copies},
                          {"devices", nlohmann::json::array()}};
   bool first = true;
   for (const Picked& p : picked) {
@@ -490,6 +583,10 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--limit-step", o->limit_step,
                   "the step of the memory limits scanned (--min-limit, and --tune's X), x peak live (default 0.005)")
       ->check(CLI::Range(0.0001, 1.0));
+  cmd->add_option("--repeat", o->repeat,
+                  "replay the recorded window this many times in a row, as a step repeats (blocks live before it "
+                  "stay live; each copy's blocks still live at its end are freed before the next): the first copy "
+                  "and the warm ones are reported apart (default 1)");
   cmd->add_option("--device", o->device, "simulate only this device");
   cmd->add_flag("--tune", o->tune,
                 "search luma's placement settings on the runs given and recommend a LUMA_CONF: the best by "

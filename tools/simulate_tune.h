@@ -37,6 +37,7 @@ struct TuneOptions {
   std::optional<core::FreePath> free_path;  // --free-path; none: each run's own
   bool json = false;
   unsigned jobs = 0;  // threads; 0: one per CPU. The result never depends on it.
+  unsigned repeat = 1;  // --repeat: copies of each window (core::SimOptions::repeat)
 };
 
 // Searches, prints the report (text or JSON) on stdout; a failure prints its message and

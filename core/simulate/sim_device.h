@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/device.h"
+#include "simulate/driver_costs.h"
 #include "settings/config.h"
 
 namespace luma::core {
@@ -32,16 +33,18 @@ class SimulatedDevice final : public Device {
 
   Reservation reserve(std::size_t bytes) noexcept override {
     ++reserves_;
+    call(DriverCall::mem_alloc, bytes);
     // Distinct, never reused, 2 MiB-aligned ranges (the driver's granularity for large
     // allocations), far from 0.
     const std::uintptr_t base = next_;
     next_ += (bytes + kGrain - 1) / kGrain * kGrain;
     held_ += bytes;
-    if (held_ > peak_) peak_ = held_;
+    grew();
     return {reinterpret_cast<void*>(base), 0};
   }
   bool release(void*, std::size_t bytes) noexcept override {
     ++releases_;
+    call(DriverCall::mem_free, bytes);
     held_ -= bytes;
     return true;
   }
@@ -50,6 +53,7 @@ class SimulatedDevice final : public Device {
   // counts as one driver allocation (a cuMemCreate), each given back as one free.
   VirtualMemory virtual_memory() const noexcept override { return {kGrain, kAddressSpace}; }
   Reservation reserve_address(std::size_t bytes) noexcept override {
+    call(DriverCall::address_reserve, bytes);
     const std::uintptr_t base = next_;
     next_ += (bytes + kGrain - 1) / kGrain * kGrain;
     return {reinterpret_cast<void*>(base), 0};
@@ -60,6 +64,7 @@ class SimulatedDevice final : public Device {
   // a memory released while still mapped costs the device until the unmap. Freeing an
   // address range unmaps what it holds.
   bool release_address(void* base, std::size_t bytes) noexcept override {
+    call(DriverCall::address_free, bytes);
     const auto lo = reinterpret_cast<std::uintptr_t>(base);
     for (auto it = mappings_.lower_bound(lo); it != mappings_.end() && it->first < lo + bytes;)
       it = unmap(it);
@@ -67,24 +72,28 @@ class SimulatedDevice final : public Device {
   }
   Memory create_memory(std::size_t bytes) noexcept override {
     ++reserves_;
+    call(DriverCall::mem_create, bytes);
     held_ += bytes;
-    if (held_ > peak_) peak_ = held_;
+    grew();
     memories_.push_back({bytes, 0, false});
     return {memories_.size(), 0};
   }
   bool release_memory(std::uint64_t memory, std::size_t) noexcept override {
     ++releases_;
     MemoryState& m = memories_[memory - 1];
+    call(DriverCall::mem_release, m.bytes);
     m.released = true;
     if (m.mappings == 0) held_ -= m.bytes;
     return true;
   }
-  int map_memory(void* addr, std::uint64_t memory, std::size_t, std::size_t) noexcept override {
+  int map_memory(void* addr, std::uint64_t memory, std::size_t, std::size_t bytes) noexcept override {
+    call(DriverCall::mem_map, bytes);
     ++memories_[memory - 1].mappings;
     mappings_[reinterpret_cast<std::uintptr_t>(addr)] = memory;
     return 0;
   }
-  bool unmap_memory(void* addr, std::size_t) noexcept override {
+  bool unmap_memory(void* addr, std::size_t bytes) noexcept override {
+    call(DriverCall::mem_unmap, bytes);
     const auto it = mappings_.find(reinterpret_cast<std::uintptr_t>(addr));
     if (it != mappings_.end()) unmap(it);
     return true;
@@ -116,9 +125,15 @@ class SimulatedDevice final : public Device {
   }
 
   std::uint64_t reserves() const noexcept { return reserves_; }
+  // Calls of each kind (by DriverCall) and their estimated time (driver_costs.h).
+  std::uint64_t calls(DriverCall c) const noexcept { return calls_[static_cast<std::size_t>(c)]; }
+  std::uint64_t driver_ns() const noexcept { return driver_ns_; }
   std::uint64_t releases() const noexcept { return releases_; }
   std::size_t held() const noexcept { return held_; }
   std::size_t peak() const noexcept { return peak_; }
+  // The most held since start_span() (a copy of a repeated window).
+  void start_span() noexcept { span_peak_ = held_; }
+  std::size_t span_peak() const noexcept { return span_peak_; }
   std::uint64_t fences() const noexcept { return ready_.size(); }
   // Waits for a fence not done yet, and the replay time they would have stalled for.
   std::uint64_t waits() const noexcept { return waits_; }
@@ -133,8 +148,18 @@ class SimulatedDevice final : public Device {
   bool fenced_ = true;
   std::uint64_t now_ = 0;
   std::uintptr_t next_ = std::uintptr_t{1} << 44;
-  std::size_t held_ = 0, peak_ = 0;
+  std::size_t held_ = 0, peak_ = 0, span_peak_ = 0;
+  void grew() noexcept {
+    if (held_ > peak_) peak_ = held_;
+    if (held_ > span_peak_) span_peak_ = held_;
+  }
   std::uint64_t reserves_ = 0, releases_ = 0;
+  std::uint64_t calls_[kDriverCalls] = {};
+  std::uint64_t driver_ns_ = 0;
+  void call(DriverCall c, std::size_t bytes) noexcept {
+    ++calls_[static_cast<std::size_t>(c)];
+    driver_ns_ += driver_call_ns(c, bytes);
+  }
   struct MemoryState {
     std::size_t bytes;
     std::uint32_t mappings;

@@ -109,7 +109,10 @@ SimInput read_trace(const std::string& path, bool regular, std::string bytes) {
         addresses[e.address] = op.id;
       } else {
         const auto it = addresses.find(e.address);
-        if (it == addresses.end()) return;
+        if (it == addresses.end()) {
+          ++s.unmatched_frees;
+          return;
+        }
         op.id = it->second;
         op.is_free = true;
         addresses.erase(it);

@@ -39,8 +39,15 @@ struct SimSequence {
   int device = 0;
   bool has_times = false;  // time_ns is a clock (else each op's position)
   std::vector<SimOp> ops;
+  // The first ops that allocate the blocks live before the recorded window began (a
+  // PyTorch snapshot's): a repeated replay (SimOptions::repeat) makes them once.
+  std::size_t window_start = 0;
   std::uint64_t allocations = 0;
   std::uint64_t frees = 0;
+  // Frees of blocks the recording never showed allocated (a luma trace begun after the
+  // program allocated them): left out of ops. A run with such frees is not one that can
+  // be repeated as recorded (SimOptions::repeat).
+  std::uint64_t unmatched_frees = 0;
   // The most bytes live at once (requested): the planner's lower bound on any arena
   // (core/planner/lower_bound.h), so no allocator can reserve less.
   std::uint64_t peak_live = 0;

@@ -110,34 +110,99 @@ SimResult simulate(const SimSequence& seq, const SimOptions& o) {
     alloc.set_reuse_at_once(path == FreePath::at_once);
     sim.set_fenced(path == FreePath::fenced);
   };
-  for (std::size_t i = 0; i < seq.ops.size(); ++i) {
-    const SimOp& op = seq.ops[i];
-    while (next_span < r.paths.size() && r.paths[next_span].from_op <= i) take_path(r.paths[next_span++].path);
-    sim.set_now(op.time_ns);
-    if (op.id >= ptr.size()) continue;  // (finish_sim_sequence counted them all)
-    if (op.is_free) {
-      if (ptr[op.id] != nullptr) alloc.free(ptr[op.id]);
-      ptr[op.id] = nullptr;
-      continue;
-    }
-    if (op.bytes == 0) continue;  // cudaMalloc(0) hands out nothing
-    const AllocResult got = alloc.allocate(op.bytes);
-    if (got.ptr == nullptr) {
-      r.completed = false;
-      r.failed_op = i;
-      r.failed_bytes = op.bytes;
-      if (o.attribute) attribute(alloc, seq, i, nullptr, r.at_failure);
-      break;
-    }
-    ptr[op.id] = got.ptr;
-    ++r.allocations;
-    if (sim.peak() > r.peak_reserved) {
-      r.peak_reserved = sim.peak();
-      if (o.attribute) {
-        attribute(alloc, seq, i, got.ptr, r.at_peak);
-        r.attributed = true;
+  if (o.repeat == 0) throw std::invalid_argument("repeat must be at least 1");
+  // Where each copy begins and how far its clock is moved on: copy k replays ops from the
+  // window's start, its times k x (the window's span + 1 ns) later, so time never goes back.
+  const std::size_t window = std::min(seq.window_start, seq.ops.size());
+  const std::uint64_t span = seq.ops.empty() || window == seq.ops.size()
+                                 ? 0
+                                 : seq.ops.back().time_ns - seq.ops[window].time_ns + 1;
+  std::vector<bool> before_window(seq.allocations, false);
+  for (std::size_t i = 0; i < window; ++i)
+    if (seq.ops[i].id < before_window.size()) before_window[seq.ops[i].id] = true;
+  auto counts = [&](CopyFigures& f) {
+    f.driver_allocations = sim.reserves();
+    f.driver_frees = sim.releases();
+    f.maps = sim.calls(DriverCall::mem_map);
+    f.unmaps = sim.calls(DriverCall::mem_unmap);
+    f.driver_ns = sim.driver_ns();
+  };
+  auto minus = [](CopyFigures& f, const CopyFigures& base) {
+    f.driver_allocations -= base.driver_allocations;
+    f.driver_frees -= base.driver_frees;
+    f.maps -= base.maps;
+    f.unmaps -= base.unmaps;
+    f.driver_ns -= base.driver_ns;
+  };
+  CopyFigures at_first_end;
+  bool stopped = false;
+  for (unsigned copy = 0; copy < o.repeat && !stopped; ++copy) {
+    const std::uint64_t shift = copy * span;
+    sim.start_span();
+    const std::uint64_t allocations_before = r.allocations;
+    for (std::size_t i = copy == 0 ? 0 : window; i < seq.ops.size(); ++i) {
+      const SimOp& op = seq.ops[i];
+      if (copy == 0)
+        while (next_span < r.paths.size() && r.paths[next_span].from_op <= i) take_path(r.paths[next_span++].path);
+      sim.set_now(op.time_ns + shift);
+      if (op.id >= ptr.size()) continue;  // (finish_sim_sequence counted them all)
+      if (op.is_free) {
+        if (ptr[op.id] != nullptr) alloc.free(ptr[op.id]);
+        ptr[op.id] = nullptr;
+        continue;
+      }
+      if (op.bytes == 0) continue;  // cudaMalloc(0) hands out nothing
+      const AllocResult got = alloc.allocate(op.bytes);
+      if (got.ptr == nullptr) {
+        r.completed = false;
+        r.failed_op = i;
+        r.failed_bytes = op.bytes;
+        if (o.attribute) attribute(alloc, seq, i, nullptr, r.at_failure);
+        stopped = true;
+        break;
+      }
+      ptr[op.id] = got.ptr;
+      ++r.allocations;
+      if (sim.peak() > r.peak_reserved) {
+        r.peak_reserved = sim.peak();
+        if (o.attribute) {
+          attribute(alloc, seq, i, got.ptr, r.at_peak);
+          r.attributed = true;
+        }
       }
     }
+    CopyFigures& f = copy == 0 ? r.first : r.warm;
+    f.copies += 1;
+    f.allocations += r.allocations - allocations_before;
+    f.peak_reserved = std::max<std::uint64_t>(f.peak_reserved, sim.span_peak());
+    if (copy == 0) counts(at_first_end);
+    if (stopped || copy + 1 == o.repeat) break;
+    // The copy's blocks still live are freed before the next begins (those live before
+    // the window stay live).
+    for (std::size_t id = 0; id < ptr.size(); ++id)
+      if (ptr[id] != nullptr && !before_window[id]) {
+        alloc.free(ptr[id]);
+        ptr[id] = nullptr;
+      }
+  }
+  {
+    CopyFigures all;
+    counts(all);
+    const std::uint64_t first_allocations = r.first.allocations, first_peak = r.first.peak_reserved;
+    r.first = at_first_end;
+    r.first.copies = 1;
+    r.first.allocations = first_allocations;
+    r.first.peak_reserved = first_peak;
+    if (r.warm.copies != 0) {
+      const std::uint64_t a = r.warm.allocations, p = r.warm.peak_reserved;
+      const unsigned c = r.warm.copies;
+      r.warm = all;
+      minus(r.warm, at_first_end);
+      r.warm.copies = c;
+      r.warm.allocations = a;
+      r.warm.peak_reserved = p;
+    }
+    r.driver_ns = all.driver_ns;
   }
   // The device's peak, also where a refused allocation made it grow before it failed (its
   // memory then went back): what the device had to hold, as the driver counts it.
@@ -173,7 +238,8 @@ LimitScan scan_limits(const SimSequence& seq, const SimOptions& o, double step,
     limit = std::min(limit, m.top);
     run.settings.memory_limit = limit;
     ++m.runs;
-    m.points.push_back({limit, simulate(seq, run).completed});
+    const SimResult got = simulate(seq, run);
+    m.points.push_back({limit, got.completed, got.warm});
     if (on_simulation) on_simulation();
     if (limit == m.top) break;
   }

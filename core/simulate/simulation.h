@@ -64,6 +64,25 @@ struct SimOptions {
   // The free path for the whole run (`--free-path`); none: the rule decides from the
   // sequence's facts as libluma.so would have (core/free_path).
   std::optional<FreePath> free_path;
+  // --repeat: the recorded window replayed this many times in a row, as a step repeats
+  // (SimResult::first and warm). Blocks live before the window began (the sequence's
+  // window_start ops) stay live; each copy's blocks still live at its end are freed, in
+  // allocation order, before the next copy starts. At least 1.
+  unsigned repeat = 1;
+};
+
+// What one or more copies of the window cost (--repeat): its allocations, the driver
+// calls of the allocator's memory (cuMemAlloc + cuMemCreate, cuMemFree + cuMemRelease,
+// maps, unmaps), their estimated time (driver_costs.h) and the most reserved in them.
+struct CopyFigures {
+  unsigned copies = 0;
+  std::uint64_t allocations = 0;
+  std::uint64_t driver_allocations = 0;
+  std::uint64_t driver_frees = 0;
+  std::uint64_t maps = 0;
+  std::uint64_t unmaps = 0;
+  std::uint64_t driver_ns = 0;
+  std::uint64_t peak_reserved = 0;
 };
 
 // One stretch of the replay on one free path: from op `from_op` on, and why.
@@ -97,6 +116,10 @@ struct SimResult {
   PeakAttribution at_failure;
   std::vector<std::string> check_errors;  // the allocator's invariant check at the end
   std::vector<PathSpan> paths;            // free_paths(): the free path of each stretch
+  std::uint64_t driver_ns = 0;            // the estimated time of every driver call (driver_costs.h)
+  // The first copy of the window, and the warm ones (2..repeat; copies 0 with repeat 1).
+  CopyFigures first;
+  CopyFigures warm;
 };
 
 // Replays `sequence` (a free of an allocation that was refused is skipped; the replay
@@ -112,6 +135,7 @@ struct LimitScan {
   struct Point {
     std::uint64_t limit = 0;
     bool completes = false;
+    CopyFigures warm;  // with SimOptions::repeat > 1: the warm copies under this limit
   };
   std::vector<Point> points;  // every limit tried, ascending: peak live, then `step` apart, then `top`
   std::uint64_t step = 0;

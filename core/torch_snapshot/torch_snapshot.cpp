@@ -394,6 +394,7 @@ TorchDevice SnapshotReader::replay(std::size_t device, DeviceState& state, std::
     seq.ops.push_back({seq.has_times ? start_ns : seq.ops.size(), before[k].bytes, static_cast<std::uint32_t>(k), false});
     out.allocations.push_back({before[k].addr, before[k].bytes, before[k].stream, before[k].stack, true});
   }
+  seq.window_start = n_before;
   for (const Made& m : window) out.allocations.push_back({m.addr, m.bytes, m.stream, m.stack, false});
   std::vector<std::size_t> op_before_entry(entries.size() + 1, 0);  // ops made before entry i
   {

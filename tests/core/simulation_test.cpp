@@ -14,6 +14,7 @@
 
 #include "base/constants.h"
 #include "planner/input/lifetime_reader.h"
+#include "simulate/driver_costs.h"
 #include "simulate/sim_sequence.h"
 #include "simulate/simulation.h"
 
@@ -410,6 +411,133 @@ std::filesystem::path write(const std::string& name, const std::string& text) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir / name) << text;
   return dir / name;
+}
+
+// --repeat, spelled out: the window's ops once more per copy (the blocks allocated before
+// the window not again), each copy's blocks still live at its end freed in allocation
+// order first; the times moved on so they never go back. Ids of copy k are new ids.
+SimSequence repeated_by_hand(const SimSequence& s, unsigned copies) {
+  SimSequence out = s;
+  out.window_start = 0;
+  std::uint64_t shift = 0;
+  const std::uint64_t span = s.ops.back().time_ns - s.ops[s.window_start].time_ns + 1;
+  std::vector<std::int64_t> id_of(s.allocations, -1);  // this copy's id of each allocation
+  std::vector<bool> live(s.allocations, false);
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    if (!s.ops[i].is_free) id_of[s.ops[i].id] = s.ops[i].id, live[s.ops[i].id] = true;
+    else live[s.ops[i].id] = false;
+  }
+  std::uint32_t next = static_cast<std::uint32_t>(s.allocations);
+  for (unsigned c = 1; c < copies; ++c) {
+    for (std::uint32_t id = 0; id < s.allocations; ++id) {  // the previous copy's survivors
+      bool before = false;
+      for (std::size_t i = 0; i < s.window_start; ++i) before |= s.ops[i].id == id;
+      if (live[id] && !before) {
+        out.ops.push_back({s.ops.back().time_ns + shift, 0, static_cast<std::uint32_t>(id_of[id]), true});
+        live[id] = false;
+      }
+    }
+    shift += span;
+    for (std::size_t i = s.window_start; i < s.ops.size(); ++i) {
+      SimOp op = s.ops[i];
+      op.time_ns += shift;
+      if (!op.is_free) {
+        id_of[op.id] = next;
+        live[op.id] = true;
+        op.id = next++;
+      } else {
+        if (!live[op.id]) continue;  // freed already (a block from before the window)
+        live[op.id] = false;
+        op.id = static_cast<std::uint32_t>(id_of[op.id]);
+      }
+      out.ops.push_back(op);
+    }
+  }
+  finish_sim_sequence(out);
+  return out;
+}
+
+// A window with a block from before it (freed in it), one that stays live through it,
+// and blocks still live at its end, in sizes that make the default release rule churn.
+SimSequence window_with_history() {
+  Builder b;
+  const auto before_freed = b.alloc(0, 8 * MiB);
+  const auto before_kept = b.alloc(0, 3 * MiB);
+  (void)before_kept;
+  b.s.window_start = b.s.ops.size();
+  std::uint64_t t = 1;
+  b.free(t++, before_freed);
+  for (int step = 0; step < 4; ++step) {
+    const auto a = b.alloc(t++, 40 * MiB);
+    const auto c = b.alloc(t++, 6 * MiB);
+    b.free(t++, a);
+    const auto d = b.alloc(t++, 70 * MiB);
+    b.free(t++, c);
+    b.free(t++, d);
+  }
+  b.alloc(t++, 5 * MiB);  // live at the window's end
+  b.alloc(t++, 300 * KiB);
+  return b.s;
+}
+
+TEST(Simulation, ARepeatedWindowIsTheWindowReplayedAgainAfterItsLiveBlocksAreFreed) {
+  const SimSequence s = window_with_history();
+  for (const char* conf : {"", "release_free_segments:false", "expandable_segments:1", "max_split_size:64M"}) {
+    SimOptions o = with(conf);
+    o.repeat = 3;
+    const SimResult r = simulate(s, o);
+    const SimResult whole = simulate(repeated_by_hand(s, 3), with(conf));
+    EXPECT_TRUE(r.completed) << conf;
+    EXPECT_EQ(r.peak_reserved, whole.peak_reserved) << conf;
+    EXPECT_EQ(r.reserves, whole.reserves) << conf;
+    EXPECT_EQ(r.releases, whole.releases) << conf;
+    EXPECT_EQ(r.driver_ns, whole.driver_ns) << conf;
+    EXPECT_EQ(r.allocations, whole.allocations) << conf;
+    // The copies add up to the whole run; the first copy is the run without --repeat.
+    const SimResult once = simulate(s, with(conf));
+    EXPECT_EQ(r.first.driver_allocations, once.reserves) << conf;
+    EXPECT_EQ(r.first.driver_frees, once.releases) << conf;
+    EXPECT_EQ(r.first.peak_reserved, once.peak_reserved) << conf;
+    EXPECT_EQ(r.first.allocations, s.allocations) << conf;
+    EXPECT_EQ(r.warm.copies, 2U) << conf;
+    EXPECT_EQ(r.warm.allocations, 2 * (s.allocations - s.window_start)) << conf;
+    EXPECT_EQ(r.first.driver_allocations + r.warm.driver_allocations, r.reserves) << conf;
+    EXPECT_EQ(r.first.driver_frees + r.warm.driver_frees, r.releases) << conf;
+    EXPECT_EQ(r.first.driver_ns + r.warm.driver_ns, r.driver_ns) << conf;
+    EXPECT_EQ(std::max(r.first.peak_reserved, r.warm.peak_reserved), r.peak_reserved) << conf;
+  }
+}
+
+TEST(Simulation, WithoutReleasesTheWarmCopiesOfAWindowMakeNoDriverCall) {
+  SimOptions o = with("release_free_segments:false");
+  o.repeat = 4;
+  const SimResult r = simulate(window_with_history(), o);
+  EXPECT_GT(r.first.driver_allocations, 0U);
+  EXPECT_EQ(r.warm.driver_allocations, 0U);
+  EXPECT_EQ(r.warm.driver_frees, 0U);
+  EXPECT_EQ(r.warm.driver_ns, 0U);
+  EXPECT_EQ(r.warm.peak_reserved, r.first.peak_reserved);
+}
+
+TEST(Simulation, DriverTimeIsTheTableCostOfEachCall) {
+  Builder b;
+  b.alloc(0, 64 * MiB);  // a segment of its own: one cuMemAlloc of 64 MiB
+  const SimResult r = simulate(b.s, with("release_free_segments:false"));
+  EXPECT_EQ(r.reserves, 1U);
+  EXPECT_EQ(r.driver_ns, driver_call_ns(DriverCall::mem_alloc, 64 * MiB));
+  // Between two rows the cost is interpolated, and it grows with the size.
+  EXPECT_LT(driver_call_ns(DriverCall::mem_alloc, 16 * MiB), driver_call_ns(DriverCall::mem_alloc, 40 * MiB));
+  EXPECT_LT(driver_call_ns(DriverCall::mem_alloc, 40 * MiB), driver_call_ns(DriverCall::mem_alloc, 64 * MiB));
+  // Every call has a row, and the virtual-memory calls say they are not measured.
+  for (std::size_t c = 0; c < kDriverCalls; ++c) EXPECT_GT(driver_call_ns(static_cast<DriverCall>(c), 2 * MiB), 0U);
+  EXPECT_FALSE(driver_cost_measured(DriverCall::mem_map));
+  for (const DriverCost& row : driver_costs()) EXPECT_FALSE(row.source.empty());
+}
+
+TEST(Simulation, RepeatZeroIsRefused) {
+  SimOptions o = with("");
+  o.repeat = 0;
+  EXPECT_THROW(simulate(window_with_history(), o), std::invalid_argument);
 }
 
 TEST(SimSequence, AnRmmLogKeepsItsClockAndRowOrder) {
