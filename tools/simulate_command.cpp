@@ -53,6 +53,9 @@ struct SimulateOptions {
   const CLI::Option* objective_option = nullptr;
   const CLI::Option* limit_option = nullptr;
   const CLI::Option* jobs_option = nullptr;
+  const CLI::Option* repeat_option = nullptr;
+  const CLI::Option* budget_option = nullptr;
+  std::string driver_budget = "1ms";  // --tune: warm driver time per copy
 };
 
 struct Column {
@@ -443,7 +446,7 @@ void run_simulate(const SimulateOptions& given) {
       fail(kExitUsage, "--min-limit cannot be combined with --tune: --tune finds X for the recommendation and "
                        "the defaults itself (--limit-step sets its step)");
   } else {
-    for (const CLI::Option* opt : {o.objective_option, o.limit_option, o.jobs_option})
+    for (const CLI::Option* opt : {o.objective_option, o.limit_option, o.jobs_option, o.budget_option})
       if (opt->count() != 0) fail(kExitUsage, opt->get_name() + " needs --tune");
     if (o.inputs.size() > 1)
       fail(kExitUsage, fmt::format("{} inputs: luma simulate replays one run (several runs: --tune)", o.inputs.size()));
@@ -508,14 +511,20 @@ void run_simulate(const SimulateOptions& given) {
       runs.push_back({o.inputs[p.input], inputs[p.input].sim.format, &inputs[p.input].sim.devices[p.device],
                       torch_of(p)});
     TuneOptions t;
-    t.objective = o.objective == "calls" ? TuneObjective::calls : TuneObjective::peak;
+    t.objective = o.objective == "calls"         ? TuneObjective::calls
+                  : o.objective == "driver-time" ? TuneObjective::driver_time
+                                                 : TuneObjective::peak;
     t.limit = limit;
     t.limit_step = o.limit_step;
     t.fence_latency_ns = *latency;
     t.free_path = free_path;
     t.json = o.json;
     t.jobs = o.jobs;
-    t.repeat = o.copies;
+    if (o.repeat_option->count() != 0) t.repeat = o.copies;  // (else --tune's own default)
+    const std::optional<std::uint64_t> budget = parse_duration(o.driver_budget);
+    if (!budget)
+      fail(kExitUsage, "--driver-budget '" + o.driver_budget + "': expected 0 or a number with a unit ns, us, ms or s");
+    t.driver_budget_ns = *budget;
     run_tune(runs, t);
     return;
   }
@@ -583,19 +592,25 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--limit-step", o->limit_step,
                   "the step of the memory limits scanned (--min-limit, and --tune's X), x peak live (default 0.005)")
       ->check(CLI::Range(0.0001, 1.0));
-  cmd->add_option("--repeat", o->repeat,
+  o->repeat_option = cmd->add_option("--repeat", o->repeat,
                   "replay the recorded window this many times in a row, as a step repeats (blocks live before it "
                   "stay live; each copy's blocks still live at its end are freed before the next): the first copy "
-                  "and the warm ones are reported apart (default 1)");
+                  "and the warm ones are reported apart (default 1; with --tune 3)");
+  o->budget_option = cmd->add_option("--driver-budget", o->driver_budget,
+                                     "--tune --objective peak: the most driver time per warm copy (estimated) a "
+                                     "recommended setting may spend, as 0 or a number with ns, us, ms or s "
+                                     "(default 1ms)");
   cmd->add_option("--device", o->device, "simulate only this device");
   cmd->add_flag("--tune", o->tune,
                 "search luma's placement settings on the runs given and recommend a LUMA_CONF: the best by "
                 "--objective on the worst run, the Pareto front of peak reserved against driver allocations, and "
                 "X for the recommendation and the defaults");
   o->objective_option = cmd->add_option("--objective", o->objective,
-                                        "--tune: peak (default: the least peak reserved) or calls (the fewest "
-                                        "driver allocations per 100 allocations, ties broken by peak)")
-                            ->check(CLI::IsMember({"peak", "calls"}));
+                                        "--tune: peak (default: the least peak reserved within --driver-budget of "
+                                        "warm driver time per copy), calls (the fewest driver allocations per 100 "
+                                        "allocations) or driver-time (the least warm driver time per copy); ties "
+                                        "broken by peak")
+                            ->check(CLI::IsMember({"peak", "calls", "driver-time"}));
   o->limit_option = cmd->add_option("--limit", o->limit,
                                     "--tune: the best setting that completes every run under this memory_limit "
                                     "(bytes, with K, M or G)");

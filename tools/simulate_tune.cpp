@@ -160,6 +160,11 @@ struct Figures {
   bool completed = true;
   std::uint64_t failed_allocation = 0, failed_bytes = 0;  // !completed
   std::uint64_t peak = 0, reserves = 0, releases = 0;
+  std::uint64_t allocations = 0;  // served, over every copy
+  // The warm copies (2..repeat): per copy, the estimated driver time; their driver
+  // allocations per 100 of their allocations.
+  std::uint64_t warm_ns = 0;
+  double warm_calls = 0;
 };
 
 // A candidate over every run: the worst run's figures and the mean, each normalized by
@@ -167,6 +172,10 @@ struct Figures {
 struct Score {
   bool completes = true;
   double worst_peak = 0, worst_calls = 0, mean_peak = 0, mean_calls = 0;
+  // The warm copies: the most driver time per copy of any run (ns), the most driver
+  // allocations per 100, and whether some run's time is over the budget.
+  double worst_warm_ns = 0, worst_warm_calls = 0;
+  bool over_budget = false;
 };
 
 // body(i) for i in [0, n), on `jobs` threads; every i is done once, whatever the thread
@@ -239,6 +248,7 @@ struct Search {
     s.fence_latency_ns = o.fence_latency_ns;
     s.free_path = o.free_path;
     s.attribute = false;
+    s.repeat = o.repeat;
     return s;
   }
 
@@ -249,8 +259,12 @@ struct Search {
     const Score& y = scores[b];
     const auto key = [&](const Score& s, std::size_t i) {
       return o.objective == TuneObjective::peak
-                 ? std::make_tuple(s.worst_peak, s.worst_calls, s.mean_peak, s.mean_calls, candidates[i].changed, i)
-                 : std::make_tuple(s.worst_calls, s.worst_peak, s.mean_calls, s.mean_peak, candidates[i].changed, i);
+                 ? std::make_tuple(s.over_budget, s.worst_peak, s.worst_warm_ns, s.mean_peak, s.worst_calls,
+                                   candidates[i].changed, i)
+                 : o.objective == TuneObjective::calls
+                 ? std::make_tuple(false, s.worst_calls, s.worst_peak, s.mean_calls, s.mean_peak, candidates[i].changed, i)
+                 : std::make_tuple(false, s.worst_warm_ns, s.worst_peak, s.mean_peak, s.worst_calls,
+                                   candidates[i].changed, i);
     };
     return key(x, a) < key(y, b);
   }
@@ -262,7 +276,7 @@ struct Search {
     figures.assign(candidates.size() * runs.size(), {});
     std::uint64_t ops = 0;
     for (const TuneRun& r : runs) ops += r.sequence->ops.size();
-    SharedProgress progress("luma simulate --tune: settings", ops * candidates.size());
+    SharedProgress progress("luma simulate --tune: settings", ops * candidates.size() * o.repeat);
     parallel_for(figures.size(), o.jobs, [&](std::size_t i) {
       const std::size_t c = i / runs.size(), r = i % runs.size();
       const core::SimResult res = core::simulate(*runs[r].sequence, options_of(candidates[c]));
@@ -277,7 +291,12 @@ struct Search {
       f.peak = res.peak_reserved;
       f.reserves = res.reserves;
       f.releases = res.releases;
-      progress.add(runs[r].sequence->ops.size());
+      f.allocations = res.allocations;
+      if (res.warm.copies != 0) {
+        f.warm_ns = res.warm.driver_ns / res.warm.copies;
+        f.warm_calls = per_100(res.warm.driver_allocations, res.warm.allocations);
+      }
+      progress.add(runs[r].sequence->ops.size() * o.repeat);
     });
     simulations += figures.size();
   }
@@ -289,12 +308,15 @@ struct Search {
       for (std::size_t r = 0; r < runs.size(); ++r) {
         const Figures& f = at(c, r);
         const core::SimSequence& seq = *runs[r].sequence;
-        const double peak = ratio(f.peak, seq.peak_live), calls = per_100(f.reserves, seq.allocations);
+        const double peak = ratio(f.peak, seq.peak_live), calls = per_100(f.reserves, f.allocations);
         s.completes = s.completes && f.completed;
         s.worst_peak = std::max(s.worst_peak, peak);
         s.worst_calls = std::max(s.worst_calls, calls);
         s.mean_peak += peak / double(runs.size());
         s.mean_calls += calls / double(runs.size());
+        s.worst_warm_ns = std::max(s.worst_warm_ns, double(f.warm_ns));
+        s.worst_warm_calls = std::max(s.worst_warm_calls, f.warm_calls);
+        s.over_budget = s.over_budget || f.warm_ns > o.driver_budget_ns;
       }
     }
     for (std::size_t c = 0; c < candidates.size(); ++c) {
@@ -351,7 +373,22 @@ struct Search {
   }
 };
 
-std::string objective_name(TuneObjective o) { return o == TuneObjective::peak ? "peak" : "calls"; }
+std::string objective_name(TuneObjective o) {
+  return o == TuneObjective::peak ? "peak" : o == TuneObjective::calls ? "calls" : "driver-time";
+}
+
+// What the objective orders by, in words (the report's first line, the JSON's objective_text).
+std::string objective_text(const TuneOptions& o) {
+  return o.objective == TuneObjective::peak
+             ? fmt::format("the least peak reserved (x peak live) among the settings whose warm copies spend at most "
+                           "{:.3f} ms per copy in driver calls (estimated; only if none does, among all); ties: the "
+                           "least warm driver time",
+                           double(o.driver_budget_ns) / 1e6)
+             : o.objective == TuneObjective::calls
+             ? std::string("the fewest driver allocations per 100 allocations over every copy (ties: the least peak "
+                           "reserved)")
+             : std::string("the least warm driver time per copy (estimated; ties: the least peak reserved)");
+}
 
 // The LUMA_CONF a candidate stands for (with --limit, the limit it was replayed under).
 std::string conf_of(const Candidate& c, const TuneOptions& o) {
@@ -397,8 +434,10 @@ nlohmann::json figures_json(const Search& s, std::size_t c, std::size_t r, const
                       {"peak_reserved_bytes", f.peak},
                       {"peak_reserved_over_peak_live", ratio(f.peak, seq.peak_live)},
                       {"driver_allocations", f.reserves},
-                      {"driver_allocations_per_100", per_100(f.reserves, seq.allocations)},
+                      {"driver_allocations_per_100", per_100(f.reserves, f.allocations)},
                       {"driver_frees", f.releases},
+                      {"warm_driver_time_per_copy_ns", f.warm_ns},
+                      {"warm_driver_allocations_per_100", f.warm_calls},
                       {"x", scan_json(x, seq.peak_live)}};
   if (!f.completed) j["failed"] = {{"allocation", f.failed_allocation}, {"bytes", f.failed_bytes}};
   return j;
@@ -411,7 +450,10 @@ nlohmann::json score_json(const Search& s, std::size_t c) {
           {"worst_peak_reserved_over_peak_live", sc.worst_peak},
           {"worst_driver_allocations_per_100", sc.worst_calls},
           {"mean_peak_reserved_over_peak_live", sc.mean_peak},
-          {"mean_driver_allocations_per_100", sc.mean_calls}};
+          {"mean_driver_allocations_per_100", sc.mean_calls},
+          {"worst_warm_driver_time_per_copy_ns", sc.worst_warm_ns},
+          {"worst_warm_driver_allocations_per_100", sc.worst_warm_calls},
+          {"over_driver_budget", sc.over_budget}};
 }
 
 // The worst run's X, x peak live.
@@ -488,6 +530,9 @@ void print_json(const Search& s) {
       {"recommended_conf", conf_of(s.candidates[s.recommended], o)},
       {"tune",
        {{"objective", objective_name(o.objective)},
+        {"objective_text", objective_text(o)},
+        {"repeat", o.repeat},
+        {"driver_budget_ns_per_copy", o.driver_budget_ns},
         {"aggregate", "worst run"},
         {"limit_bytes", o.limit ? nlohmann::json(*o.limit) : nlohmann::json(nullptr)},
         {"limit_step", o.limit_step},
@@ -523,10 +568,9 @@ void print_text(const Search& s) {
   const TuneOptions& o = s.o;
   fmt::print("luma simulate --tune: {} run{}, {} settings, {} replays; objective {}: {}, on the worst run\n",
              s.runs.size(), s.runs.size() == 1 ? "" : "s", grouped(s.candidates.size()), grouped(s.simulations),
-             objective_name(o.objective),
-             o.objective == TuneObjective::peak
-                 ? "the least peak reserved (x peak live; ties: the fewest driver allocations)"
-                 : "the fewest driver allocations per 100 allocations (ties: the least peak reserved)");
+             objective_name(o.objective), objective_text(o));
+  fmt::print("each run replayed {} times in a row (--repeat): copies 2-{} are its steady state; driver time is "
+             "estimated per call and size (core/simulate/driver_costs.h)\n", o.repeat, o.repeat);
   if (o.limit)
     fmt::print("every setting replayed under memory_limit:{} ({} B): only one that completes every run may be "
                "recommended\n", conf_size(*o.limit), grouped(*o.limit));
@@ -574,9 +618,15 @@ void print_text(const Search& s) {
       row("  PyTorch's recorded peak reserved (B)", grouped(s.runs[r].torch->recorded_peak_reserved),
           grouped(s.runs[r].torch->recorded_peak_reserved));
     figure_row("driver allocations (per 100 allocations)", [&](const Figures& x) {
-      return fmt::format("{} ({:.2f})", grouped(x.reserves), per_100(x.reserves, seq.allocations));
+      return fmt::format("{} ({:.2f})", grouped(x.reserves), per_100(x.reserves, x.allocations));
     });
     figure_row("driver frees", [](const Figures& x) { return grouped(x.releases); });
+    figure_row("warm copies: driver allocations per 100", [](const Figures& x) {
+      return fmt::format("{:.2f}", x.warm_calls);
+    });
+    figure_row("warm copies: driver time per copy (ms, est.)", [](const Figures& x) {
+      return fmt::format("{:.3f}", double(x.warm_ns) / 1e6);
+    });
     if (!d.completed || !f.completed)
       figure_row("runs out at allocation", [](const Figures& x) {
         return x.completed ? std::string("-")
@@ -602,26 +652,29 @@ void print_text(const Search& s) {
     row("peak reserved, x peak live", fmt::format("{:.3f}", d.worst_peak), fmt::format("{:.3f}", rec_score.worst_peak));
     row("driver allocations per 100", fmt::format("{:.2f}", d.worst_calls),
         fmt::format("{:.2f}", rec_score.worst_calls));
+    row("warm driver time per copy (ms, est.)", fmt::format("{:.3f}", d.worst_warm_ns / 1e6),
+        fmt::format("{:.3f}", rec_score.worst_warm_ns / 1e6));
     row("X, x peak live", fmt::format("{:.3f}", worst_x(s, s.x_default)),
         fmt::format("{:.3f}", worst_x(s, s.x_recommended)));
   }
 
   const bool one = s.runs.size() == 1;
   fmt::print("\nPareto front: peak reserved against driver allocations per 100 allocations{} ({} of {} settings; "
-             "> the recommendation)\n",
+             "> the recommendation; warm ms: the warm copies' driver time per copy, estimated)\n",
              one ? "" : " (each the worst run's)", s.front.size(), grouped(s.candidates.size()));
   if (one)
-    fmt::print("    {:>16} {:>11} {:>8}  {}\n", "peak reserved", "x peak live", "per 100", "LUMA_CONF");
+    fmt::print("    {:>16} {:>11} {:>8} {:>10}  {}\n", "peak reserved", "x peak live", "per 100", "warm ms", "LUMA_CONF");
   else
-    fmt::print("    {:>11} {:>8}  {}\n", "x peak live", "per 100", "LUMA_CONF");
+    fmt::print("    {:>11} {:>8} {:>10}  {}\n", "x peak live", "per 100", "warm ms", "LUMA_CONF");
   for (std::size_t c : s.front) {
     const Score& sc = s.scores[c];
     const std::string mark = c == s.recommended ? ">" : " ";
     if (one)
-      fmt::print("  {} {:>16} {:>11.3f} {:>8.2f}  {}\n", mark, grouped(s.at(c, 0).peak), sc.worst_peak,
-                 sc.worst_calls, label_of(s.candidates[c], o));
+      fmt::print("  {} {:>16} {:>11.3f} {:>8.2f} {:>10.3f}  {}\n", mark, grouped(s.at(c, 0).peak), sc.worst_peak,
+                 sc.worst_calls, sc.worst_warm_ns / 1e6, label_of(s.candidates[c], o));
     else
-      fmt::print("  {} {:>11.3f} {:>8.2f}  {}\n", mark, sc.worst_peak, sc.worst_calls, label_of(s.candidates[c], o));
+      fmt::print("  {} {:>11.3f} {:>8.2f} {:>10.3f}  {}\n", mark, sc.worst_peak, sc.worst_calls, sc.worst_warm_ns / 1e6,
+                 label_of(s.candidates[c], o));
   }
 }
 

@@ -22,9 +22,16 @@ struct TuneRun {
   std::optional<TorchWindow> torch;  // a PyTorch snapshot's device
 };
 
+// Each run is replayed TuneOptions::repeat times in a row (core::SimOptions::repeat): the
+// warm copies are the program's steady state, and their driver time (estimated,
+// core/simulate/driver_costs.h) is what a setting costs while it runs.
 enum class TuneObjective : std::uint8_t {
-  peak,   // the least peak reserved; ties: the fewest driver allocations
-  calls,  // the fewest driver allocations per 100 allocations; ties: the least peak
+  // The least peak reserved among the settings whose warm copies spend at most the driver
+  // budget per copy on every run (only if none does, among all); ties: the least warm
+  // driver time.
+  peak,
+  calls,        // the fewest driver allocations per 100 allocations (every copy); ties: the least peak
+  driver_time,  // the least warm driver time per copy; ties: the least peak
 };
 
 struct TuneOptions {
@@ -37,7 +44,8 @@ struct TuneOptions {
   std::optional<core::FreePath> free_path;  // --free-path; none: each run's own
   bool json = false;
   unsigned jobs = 0;  // threads; 0: one per CPU. The result never depends on it.
-  unsigned repeat = 1;  // --repeat: copies of each window (core::SimOptions::repeat)
+  unsigned repeat = 3;  // --repeat: copies of each window (core::SimOptions::repeat)
+  std::uint64_t driver_budget_ns = 1'000'000;  // --driver-budget: per warm copy, the peak objective's bound
 };
 
 // Searches, prints the report (text or JSON) on stdout; a failure prints its message and

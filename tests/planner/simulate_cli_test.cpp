@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "trace/trace_writer.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -255,6 +257,46 @@ TEST(SimulateCli, BadOptionsAreUsageErrorsNamingWhatWasWrong) {
   r = luma("simulate " + csv.string() + " --fence-latency 1us");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("no clock"), std::string::npos) << r.output;
+}
+
+// --repeat: a number of copies from 1 up; a trace whose frees name blocks it never saw
+// allocated (a recording begun late) cannot be repeated as recorded: refused, naming why.
+TEST(SimulateCli, RepeatTakesAWholeNumberOfCopiesOfARunWhoseFreesMatch) {
+  const std::string log = small_log().string();
+  for (const char* bad : {"0", "abc", "-2", "1.5", "3x"}) {
+    const LumaRun r = luma("simulate " + log + " --repeat " + bad);
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.output;
+    EXPECT_NE(r.output.find(std::string("--repeat '") + bad + "'"), std::string::npos) << r.output;
+  }
+  const fs::path trace = scratch("late.trace");
+  {
+    luma::core::TraceHeader h;
+    h.luma_version = "test";
+    h.pid = 1;
+    h.host = "test";
+    h.devices.push_back({0, 1ull << 30, "test device"});
+    std::string error;
+    auto w = luma::core::TraceWriter::open(trace.string(), h, &error);
+    ASSERT_NE(w, nullptr) << error;
+    using luma::core::EventKind;
+    const auto entry = luma::core::trace::EntryPoint::unknown;
+    w->write({EventKind::alloc, 0, 0x10000000, 1 << 20, 1 << 20}, 1, 0, entry, 1);
+    w->write({EventKind::free_requested, 0, 0x20000000, 0, 0}, 1, 0, entry, 2);  // allocated before the trace
+    w->write({EventKind::free_requested, 0, 0x10000000, 1 << 20, 1 << 20}, 1, 0, entry, 3);
+    ASSERT_TRUE(w->close());
+  }
+  LumaRun r = luma("simulate " + trace.string());
+  EXPECT_EQ(r.code, 0) << r.output;  // one copy: the free is left out, as always
+  r = luma("simulate " + trace.string() + " --repeat 2");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("1 frees of blocks the recording never showed allocated"), std::string::npos) << r.output;
+  // The run itself repeats: the warm copy makes the first copy's allocation again.
+  const nlohmann::json j = nlohmann::json::parse(luma("simulate " + log + " --repeat 3 --json", false).output);
+  const nlohmann::json& run = j["devices"][0]["runs"][0];
+  EXPECT_EQ(j["repeat"], 3);
+  EXPECT_EQ(run["warm_copies"]["copies"], 2);
+  EXPECT_EQ(run["warm_copies"]["allocations"].get<int>(), 2 * run["first_copy"]["allocations"].get<int>());
+  EXPECT_EQ(run["allocations_served"].get<int>(), 3 * run["first_copy"]["allocations"].get<int>());
 }
 
 TEST(SimulateCli, BadInputIsAFailureNamingTheFile) {
