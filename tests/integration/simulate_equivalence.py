@@ -20,6 +20,14 @@ scan of memory limits from peak live up to past the unlimited peak and 1.10 x pe
 (0.01 x peak live apart; with --fine, the on-demand scan, 0.0025 apart up to 1.15 x), where every limit's answer must be the same: completes, or runs out at the
 same allocation.
 
+`--repeat`: the window replayed three times in a row, as a step repeats, checked the same
+way. Some of the sequences are written out repeated (repeated(): each copy's rows with
+their times moved past the copy before, then a free of each block still live, in the order
+they were allocated, as `luma simulate --repeat` frees a copy's survivors); libluma.so
+replays that file, and its totals must equal those of `luma simulate --repeat 3` given the
+original: the first copy's figures are the plain run's, checked above, so the warm copies'
+(the totals less the first copy's) are checked live too.
+
 Costs (docs/reliability.md, "CI time"): the library's replays run in parallel, two at a
 time; the CI scan is coarse and on the two paths and settings a one-thread program and a
 PyTorch-like one get.
@@ -100,6 +108,61 @@ def derived(src, dst, one_thread=False, own_stream=False):
                 fields[5] = OWN_STREAM
             out.write(",".join(fields) + "\n")
     return dst
+
+
+def parse_time(text):
+    h, m, rest = text.split(":")
+    sec, _, frac = rest.partition(".")
+    return ((int(h) * 60 + int(m)) * 60 + int(sec)) * 1000000 + int((frac + "000000")[:6])
+
+
+def format_time(us):
+    sec, frac = divmod(us, 1000000)
+    return "%02d:%02d:%02d.%06d" % (sec // 3600, sec // 60 % 60, sec % 60, frac)
+
+
+def repeated(src, dst, copies):
+    """An RMM log holding the window of src `copies` times in a row (see the docstring)."""
+    with open(src) as f:
+        header = f.readline()
+        rows = [line.rstrip("\n").split(",") for line in f if line.strip()]
+    times = [parse_time(r[1]) for r in rows]
+    span = times[-1] - times[0] + 1
+    with open(dst, "w") as out:
+        out.write(header)
+        for k in range(copies):
+            live = {}  # pointer -> its allocation's row, in the order allocated
+            for r, t in zip(rows, times):
+                out.write(",".join([r[0], format_time(t + k * span)] + r[2:]) + "\n")
+                if r[2] == "allocate":
+                    live[r[3]] = r
+                else:
+                    live.pop(r[3], None)
+            if k + 1 < copies:
+                end = format_time(times[-1] + k * span)
+                for r in live.values():
+                    out.write(",".join([r[0], end, "free", r[3], r[4], r[5]]) + "\n")
+    return dst
+
+
+def compare_repeated(name, lib, sim):
+    """The library's totals over a repeated file against simulate --repeat's run."""
+    run = sim["runs"][0]
+    first, warm = run["first_copy"], run["warm_copies"]
+    got = {
+        "allocations served": lib["allocations_served"],
+        "peak device bytes": lib["device_peak_bytes"],
+        "driver allocations": lib["mem_alloc_calls"] + lib["mem_create_calls"],
+        "driver frees": lib["mem_free_calls"] + lib["mem_release_calls"],
+    }
+    want = {
+        "allocations served": first["allocations"] + warm["allocations"],
+        "peak device bytes": run["peak_reserved_bytes"],
+        "driver allocations": first["driver_allocations"] + warm["driver_allocations"],
+        "driver frees": first["driver_frees"] + warm["driver_frees"],
+    }
+    return ["%s: %s: libluma.so %s, luma simulate --repeat %s" % (name, k, got[k], want[k])
+            for k in got if got[k] != want[k]]
 
 
 def compare(name, lib, lib_paths, sim):
@@ -188,6 +251,28 @@ def main():
     problems += [p for p in compare("torch_train --free-path fenced", lib, ["fenced"], forced)
                  if "free paths" not in p]
 
+    # --repeat 3: the library replays the repeated file, simulate the original three times.
+    repeats = [("torch_train", torch), ("torch_train (one thread)", os.path.join(work, "torch_train.one.csv"))]
+    repeats += [(n, os.path.join(synth, n + ".rmm.csv")) for n in ("gpt2-size", "decoding", "moe-routing")]
+
+    copies = {path: repeated(path, os.path.join(work, os.path.basename(path) + ".x3.csv"), 3)
+              for _, path in repeats}
+
+    def again(case, conf):
+        name, path = case
+        lib, _ = tools.library(copies[path], conf)
+        sim = tools.simulate(path, conf, ["--repeat", "3"])
+        return "%s, %s, --repeat 3" % (name, conf or "defaults"), lib, sim
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        for label, lib, sim in pool.map(lambda cc: again(*cc), [(c, k) for c in repeats for k in confs]):
+            diffs = compare_repeated(label, lib, sim)
+            problems += diffs
+            w = sim["runs"][0]["warm_copies"]
+            print("%-45s %-8s warm copies: driver allocs %5d frees %5d per 100 allocations %.2f" % (
+                label, "ok" if not diffs else "DIFFERS", w["driver_allocations"], w["driver_frees"],
+                w["driver_allocations_per_100"]))
+
     # Memory limits: each limit's answer the same. The one-thread and the two-thread
     # torch_train, the defaults and expandable segments; a synthetic run with the defaults.
     step = 0.0025 if fine else 0.01
@@ -224,7 +309,8 @@ def main():
 
     if problems:
         fail("libluma.so and luma simulate differ:\n  " + "\n  ".join(problems))
-    print("%s: ok: %d sequences x %d settings, forced path, %d limit scans" % (TEST, len(cases), len(confs), len(scans)))
+    print("%s: ok: %d sequences x %d settings, forced path, %d repeated, %d limit scans" % (
+        TEST, len(cases), len(confs), len(repeats), len(scans)))
 
 
 if __name__ == "__main__":
