@@ -17,8 +17,8 @@ import os
 import re
 import sys
 
-ALL_STAGES = ("correctness", "graphs", "ipc", "sanitizer", "latency", "torch", "limits", "live",
-              "plan")
+ALL_STAGES = ("correctness", "graphs", "ipc", "sanitizer", "latency", "costs", "torch", "limits",
+              "live", "plan")
 MODES = ("basic", "hazard", "threads", "meminfo", "oom")
 # Modes that free and reallocate many blocks: luma must serve most from its cache, so at
 # most one driver allocation per REUSE_RATIO allocations.
@@ -34,12 +34,19 @@ STEPS_TOLERANCE = 0.03          # luma's steps/s at most 3% below PyTorch cachin
 ALLOCATORS = (("caching", "PyTorch caching allocator"),
               ("expandable", "PyTorch expandable segments"),
               ("luma", "luma (PYTORCH_NO_CUDA_MEMORY_CACHING=1, LD_PRELOAD)"),
-              ("luma-exp", "luma expandable segments (LUMA_CONF=expandable_segments:1)"))
-LUMA_ALLOCATORS = ("luma", "luma-exp")
+              ("luma-exp", "luma expandable segments (LUMA_CONF=expandable_segments:1)"),
+              ("luma-keep", "luma, segments kept (LUMA_CONF=release_free_segments:false; "
+                            "costs stage, a shorter run)"))
+LUMA_ALLOCATORS = ("luma", "luma-exp", "luma-keep")
+# The allocators of the torch stage (its targets, the limits grid); luma-keep's runs are
+# the costs stage's, shorter, beside them in the same table.
+TORCH_STAGE_ALLOCATORS = ("caching", "expandable", "luma", "luma-exp")
+KEEP_SETTING = "release_free_segments:false"
 # (step name prefix, model, title) of the torch stage's runs.
 MODELS = (("torch", "small", "small: tests/gpu/torch_train.py --model small, 300 steps"),
           ("gpt", "gpt", "gpt: tests/gpu/torch_train.py --model gpt (GPT-2-like), 50 steps"))
 EXIT_OOM = 3  # torch_train.py ran out of memory under its limit
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))  # the source tree
 
 
 class Work:
@@ -275,6 +282,139 @@ def fence_costs(w, failures):
             "|---|---|---:|---:|---:|"] + rows
 
 
+# luma simulate's table of per-call driver costs, read from its source (nothing duplicated
+# here): the rows `DriverCost{C::CALL, N * UNIT, NS, MEASURED, SOURCE}`, the names of
+# driver_call_name, and the source strings.
+DRIVER_COSTS_CPP = os.path.join("core", "simulate", "driver_costs.cpp")
+COST_ROW = re.compile(r"DriverCost\{\s*C::(\w+)\s*,\s*(\d+)\s*\*\s*(KiB|MiB|GiB)\s*,\s*"
+                      r"([\d']+)\s*,\s*(true|false)\s*,\s*(\w+)\s*\}")
+COST_NAME = re.compile(r'case\s+C::(\w+)\s*:\s*return\s+"([^"]+)"\s*;')
+COST_SOURCE = re.compile(r'constexpr\s+std::string_view\s+(\w+)\s*=\s*((?:"[^"]*"\s*)+);')
+UNIT_SHIFT = {"KiB": 10, "MiB": 20, "GiB": 30}
+# The calls gpu_driver_costs times, in its order; cuMemMap and cuMemSetAccess are one row
+# of the table (its cuMemMap+cuMemSetAccess), so their sum is set beside it.
+DRIVER_COST_CALLS = ("cuMemAlloc", "cuMemFree", "cuMemCreate", "cuMemAddressReserve", "cuMemMap",
+                     "cuMemSetAccess", "cuMemUnmap", "cuMemRelease", "cuMemAddressFree")
+DRIVER_COST_SIZES = tuple(m << 20 for m in (2, 8, 32, 128, 512, 1024))
+MAP_PAIR = ("cuMemMap", "cuMemSetAccess")
+
+
+def simulate_cost_table(path):
+    """{call name: [(bytes, ns, measured, source text)] by size} from driver_costs.cpp, or
+    None when the file cannot be read or holds no row."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return None
+    names = dict(COST_NAME.findall(text))
+    sources = {k: "".join(re.findall(r'"([^"]*)"', v)) for k, v in COST_SOURCE.findall(text)}
+    table = {}
+    for call, n, unit, ns, measured, source in COST_ROW.findall(text):
+        table.setdefault(names.get(call, call), []).append(
+            (int(n) << UNIT_SHIFT[unit], int(ns.replace("'", "")), measured == "true",
+             sources.get(source, source)))
+    for rows in table.values():
+        rows.sort()
+    return table or None
+
+
+def table_ns(rows, n):
+    """(ns, measured) the table gives a call of n bytes: driver_call_ns's rule (linear
+    between two rows, the nearest row's below the first and above the last)."""
+    below = None
+    for r in rows:
+        if r[0] >= n:
+            if below is None or r[0] == n:
+                return r[1], r[2]
+            f = (n - below[0]) / (r[0] - below[0])
+            return below[1] + f * (r[1] - below[1]), below[2] and r[2]
+        below = r
+    return below[1], below[2]
+
+
+def driver_costs_table(text):
+    """{(call, bytes): (median, p10, p90, samples)} from gpu_driver_costs' output."""
+    out = {}
+    for ln in (text or "").splitlines():
+        f = ln.split()
+        if len(f) == 6 and f[0] in DRIVER_COST_CALLS and f[1].isdigit():
+            try:
+                out[(f[0], int(f[1]))] = (float(f[2]), float(f[3]), float(f[4]), int(f[5]))
+            except ValueError:
+                continue
+    return out
+
+
+def us(ns):
+    return f"{ns / 1000:,.1f} µs"
+
+
+def driver_costs_section(w, failures, root):
+    """gpu_driver_costs' rows beside the figures luma simulate's table uses now."""
+    measured = driver_costs_table(w.text("driver-costs.out"))
+    rc = w.rc("driver-costs")
+    if not measured:
+        failures.append(f"driver-costs: nothing measured (exit {rc_text(rc)})"
+                        f"{last_line(w, 'driver-costs')}")
+        return [f"Not measured: gpu_driver_costs exited {rc_text(rc)}"
+                f"{last_line(w, 'driver-costs')}."]
+    if rc != 0:
+        failures.append(f"driver-costs: exit {rc_text(rc)}{last_line(w, 'driver-costs')}")
+    table = simulate_cost_table(os.path.join(root, DRIVER_COSTS_CPP))
+    lines = []
+    if table is None:
+        lines += [f"({DRIVER_COSTS_CPP} could not be read: the table's figures are not shown.)",
+                  ""]
+    lines += ["| call | size | median | p10 - p90 | samples | luma simulate's table now | "
+              "measured / table |", "|---|---:|---:|---:|---:|---:|---:|"]
+    missing = []
+    sources = {}
+
+    def beside(name, n, median):
+        rows = (table or {}).get(name)
+        if not rows:
+            return "not in the table" if table is not None else "n/a", ""
+        ns, was_measured = table_ns(rows, n)
+        exact = any(r[0] == n for r in rows)
+        for r in rows:
+            sources.setdefault(r[3], set()).add(name)
+        kind = "measured" if was_measured else "estimate"
+        how = "" if exact else ", interpolated" if rows[0][0] < n < rows[-1][0] else ", nearest row"
+        return f"{us(ns)} ({kind}{how})", f"{median / ns:.2f}x" if ns else ""
+
+    for n in DRIVER_COST_SIZES:
+        for call in DRIVER_COST_CALLS:
+            got = next((v for (c, b), v in measured.items() if c == call and b >= n and
+                        b - n < (2 << 20)), None)
+            if got is None:
+                missing.append(f"{call} {size_name(n)}")
+                lines.append(f"| {call} | {size_name(n)} | not measured | | | | |")
+                continue
+            med, p10, p90, samples = got
+            if call in MAP_PAIR:
+                fig, ratio = "in cuMemMap+cuMemSetAccess", ""
+            else:
+                fig, ratio = beside(call, n, med)
+            lines.append(f"| {call} | {size_name(n)} | {us(med)} | {us(p10)} - {us(p90)} | "
+                         f"{samples} | {fig} | {ratio} |")
+            if call == MAP_PAIR[1]:
+                pair = [next((v for (c, b), v in measured.items() if c == x and b >= n and
+                              b - n < (2 << 20)), None) for x in MAP_PAIR]
+                if all(pair):
+                    total = pair[0][0] + pair[1][0]
+                    fig, ratio = beside("+".join(MAP_PAIR), n, total)
+                    lines.append(f"| cuMemMap+cuMemSetAccess | {size_name(n)} | {us(total)} "
+                                 f"(sum of medians) | | | {fig} | {ratio} |")
+    if missing:
+        failures.append("driver-costs: not measured: " + ", ".join(missing))
+    if sources:
+        lines += ["", f"Where the table's figures come from ({DRIVER_COSTS_CPP}; an estimate is "
+                  "what these measurements replace):", ""]
+        lines += [f"- {', '.join(sorted(calls))}: {src}" for src, calls in sorted(sources.items())]
+    return lines
+
+
 def streams_table(text):
     """{(streams, state): (wall_median_ns, cpu_median_ns)} from gpu_streams' output."""
     out = {}
@@ -473,9 +613,11 @@ def peaks(r, d):
     return r.get("max_memory_reserved"), r.get("max_memory_allocated")
 
 
-def torch_section(w, failures, misses, notes_out):
+def torch_section(w, failures, misses, notes_out, shown=None):
     """Per model: each allocator's steps/s, peak reserved and peak live; identical losses;
-    the targets against PyTorch's caching allocator."""
+    the targets against PyTorch's caching allocator. `shown`: the allocators whose runs were
+    made (the torch stage's, luma-keep's of the costs stage); default all."""
+    shown = set(shown if shown is not None else (a for a, _ in ALLOCATORS))
     md = []
     for prefix, model, title in MODELS:
         rows = ["| allocator | steps | steps/s | vs caching | peak reserved | peak live | "
@@ -484,6 +626,8 @@ def torch_section(w, failures, misses, notes_out):
         res = {}
         unsupported = set()
         for alloc, label in ALLOCATORS:
+            if alloc not in shown:
+                continue
             name = f"{prefix}-{alloc}"
             r, d = torch_result(w, name, alloc)
             # The first run that names the key unknown stands for the build (the script
@@ -502,6 +646,11 @@ def torch_section(w, failures, misses, notes_out):
                 continue
             if alloc in LUMA_ALLOCATORS and d is None:
                 failures.append(f"{name}: no luma statistics")
+            if alloc == "luma-keep" and d is not None:
+                settings = (w.json(name + ".stats.json") or {}).get("settings", "")
+                if KEEP_SETTING not in settings.split(","):
+                    failures.append(f"{name}: luma did not apply {KEEP_SETTING} "
+                                    f"(settings: {settings})")
             base = res.get("caching", (None, None))[0]
             sps = r.get("steps_per_second")
             base_sps = base.get("steps_per_second") if base else None
@@ -513,11 +662,15 @@ def torch_section(w, failures, misses, notes_out):
             rows.append(f"| {label} | {steps} | {f'{sps:.2f}' if sps else 'n/a'} | {rel} | "
                         f"{mib(reserved)} | {mib(live)} | {ratio} | {calls} |")
         notes = []
+        if "luma-keep" in shown:
+            notes.append("- luma-keep: the costs stage's shorter run (small 150 steps, gpt 30, "
+                         "each within a time cap): steps/s after the same 10 warm-up steps; its "
+                         "peaks are those of the steps it ran; not judged against the targets")
         # Under PYTORCH_NO_CUDA_MEMORY_CACHING=1 luma serves PyTorch's every allocation: which
         # free path it took (core/free_path; autograd's thread makes it legacy) decides the
         # peak and the steps/s above.
         for alloc, _ in ALLOCATORS:
-            if alloc in LUMA_ALLOCATORS and alloc not in unsupported:
+            if alloc in LUMA_ALLOCATORS and alloc in shown and alloc not in unsupported:
                 stats = w.json(f"{prefix}-{alloc}.stats.json") or {}
                 notes.append(f"- free path of {alloc}: {stats.get('free_path', 'not reported')}")
         # The same seed must give the same losses whatever the allocator.
@@ -543,6 +696,8 @@ def torch_section(w, failures, misses, notes_out):
         base_r, _ = res.get("caching", (None, None))
         target_rows = []
         for alloc in LUMA_ALLOCATORS:
+            if alloc not in TORCH_STAGE_ALLOCATORS:
+                continue  # luma-keep: a shorter run, shown beside the others, not judged
             if alloc in unsupported or alloc not in res or base_r is None:
                 continue
             r, d = res[alloc]
@@ -623,6 +778,8 @@ def limits_section(w, failures, misses):
             "each limit tried |", "|---|---:|---:|---:|---|"]
     smallest = {}
     for alloc, label in ALLOCATORS:
+        if alloc not in TORCH_STAGE_ALLOCATORS:
+            continue
         runs = limit_runs(w, alloc)
         if not runs:
             if alloc == "luma-exp" and luma_lacks_expandable(w, "torch-luma-exp"):
@@ -864,9 +1021,20 @@ def main(argv):
                    "are judged by wall time, busy rows by the better of wall and CPU time "
                    "(waiting for queued work is the bound on pending memory, not a fence cost):",
                    ""] + st_rows
-    if "torch" in stages:
+    if "costs" in stages:
+        md += ["", "## Driver costs: each memory call timed alone (gpu_driver_costs)", "",
+               "cuMemAlloc and cuMemFree apart, and the virtual-memory calls of an expandable "
+               "segment (pinned device memory, the size rounded up to the granularity; "
+               "cuMemSetAccess read-write for device 0), median of up to 201 calls after "
+               "warm-up, beside the figure `luma simulate` charges for the call now "
+               f"({DRIVER_COSTS_CPP}, interpolated in the size as it does). When recorded, "
+               "these figures replace the table's estimates.", ""] + \
+            driver_costs_section(w, failures, ROOT)
+    shown = [a for a in TORCH_STAGE_ALLOCATORS if "torch" in stages] + \
+        (["luma-keep"] if "costs" in stages else [])
+    if shown:
         target_rows = []
-        t_md = torch_section(w, failures, misses, target_rows)
+        t_md = torch_section(w, failures, misses, target_rows, shown)
         md += ["", "## Training loops: speed and memory per allocator", "",
                "tests/gpu/torch_train.py: batch size and sequence length drawn per step, seed "
                "1234, deterministic mode, TF32 off. Peak reserved and peak live: PyTorch's "

@@ -60,6 +60,21 @@ NVTX tool announced (NVTX_INJECTION64_PATH): yes
 """
 
 
+def driver_costs_out(skip=()):
+    """gpu_driver_costs' output: each call at each size, median 10 us + 1 us per MiB (the
+    calls in `skip` left out)."""
+    text = ("# driver calls that change device memory, ns per call, each call timed alone "
+            "(granularity 2097152 B)\n"
+            "# call                        bytes    median_ns       p10_ns       p90_ns  samples\n")
+    for n in gpu_report.DRIVER_COST_SIZES:
+        for call in gpu_report.DRIVER_COST_CALLS:
+            if (call, n) in skip:
+                continue
+            ns = 10_000 + 1_000 * (n >> 20)
+            text += f"  {call:<20} {n:12d} {ns:12d} {ns - 500:12d} {ns + 500:12d}      201\n"
+    return text
+
+
 class Work:
     """A made-up work directory of a passing run; set() / drop() change it."""
 
@@ -138,15 +153,20 @@ class Work:
                                             (16, "busy", 300)))
         self.step("streams-raw", streams)
         self.step("streams-luma", streams)
+        self.step("driver-costs", driver_costs_out())
         for prefix in ("torch", "gpt"):
-            for alloc in ("caching", "expandable", "luma", "luma-exp"):
+            for alloc in ("caching", "expandable", "luma", "luma-exp", "luma-keep"):
                 name = f"{prefix}-{alloc}"
                 luma = alloc.startswith("luma")
                 self.step(name, f"{name}: done\n")
                 self.set(name + ".json", train_result(name, caching_off=luma,
                                                       reserved=1_000_000_000 if alloc == "expandable"
                                                       else 1_200_000_000))
-                if luma:
+                if alloc == "luma-keep":
+                    self.set(name + ".stats.json", luma_stats(
+                        peak_reserved=1_300_000_000,
+                        settings="caching:true,release_free_segments:false"))
+                elif luma:
                     self.set(name + ".stats.json", luma_stats(peak_reserved=1_100_000_000))
         self.set("limits-unit", f"{UNIT}\n")
         for alloc, first_ok in (("caching", 1.10), ("expandable", 1.05), ("luma", 1.05),
@@ -308,6 +328,104 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(status, 1)
         self.assertIn("lat-luma: sizes measured only up to 1 MiB, not 256 MiB",
                       self.section(md, "Failures"))
+
+    def test_driver_costs_are_set_beside_the_simulate_table(self):
+        status, md = self.report()
+        self.assertEqual(status, 0, md)
+        table = self.section(md, "Driver costs")
+        # 2 MiB: 12 us measured; the table's cuMemAlloc between its 1 and 4 MiB rows.
+        self.assertIn("| cuMemAlloc | 2 MiB | 12.0 µs | 11.5 µs - 12.5 µs | 201 | "
+                      "47.0 µs (estimate, interpolated) | 0.26x |", table)
+        self.assertIn("| cuMemCreate | 1 GiB | 1,034.0 µs | 1,033.5 µs - 1,034.5 µs | 201 | "
+                      "373.3 µs (estimate) | 2.77x |", table)
+        self.assertIn("| cuMemAddressReserve | 8 MiB | 18.0 µs |", table)
+        self.assertIn("5.0 µs (estimate, nearest row)", table)
+        self.assertIn("| cuMemMap | 32 MiB | 42.0 µs | 41.5 µs - 42.5 µs | 201 | "
+                      "in cuMemMap+cuMemSetAccess |  |", table)
+        self.assertIn("| cuMemMap+cuMemSetAccess | 2 MiB | 24.0 µs (sum of medians) | | | "
+                      "10.0 µs (estimate) | 2.40x |", table)
+        for call in gpu_report.DRIVER_COST_CALLS:
+            for n in gpu_report.DRIVER_COST_SIZES:
+                self.assertIn(f"| {call} | {gpu_report.size_name(n)} | ", table)
+        self.assertIn("not measured: an estimate", table)  # the table's sources, named
+
+    def test_the_simulate_table_is_read_from_its_source(self):
+        t = gpu_report.simulate_cost_table(os.path.join(ROOT, gpu_report.DRIVER_COSTS_CPP))
+        self.assertIsNotNone(t)
+        for name in ("cuMemAlloc", "cuMemFree", "cuMemCreate", "cuMemRelease",
+                     "cuMemMap+cuMemSetAccess", "cuMemUnmap", "cuMemAddressReserve",
+                     "cuMemAddressFree"):
+            self.assertIn(name, t)
+            self.assertEqual(t[name], sorted(t[name]))
+        self.assertIsNone(gpu_report.simulate_cost_table(os.path.join(self.tmp.name, "none.cpp")))
+
+    def test_a_missing_driver_costs_output_is_named(self):
+        for ext in (".out", ".rc", ".sec"):
+            self.work.drop("driver-costs" + ext)
+        status, md = self.report()
+        self.assertEqual(status, 1)
+        self.assertIn("Not measured: gpu_driver_costs exited missing.",
+                      self.section(md, "Driver costs"))
+        self.assertIn("driver-costs: nothing measured (exit missing)", self.section(md, "Failures"))
+
+    def test_a_failed_driver_call_is_named(self):
+        out = driver_costs_out(skip={(c, n) for c in gpu_report.DRIVER_COST_CALLS[2:]
+                                     for n in gpu_report.DRIVER_COST_SIZES[5:]})
+        self.work.step("driver-costs", out + "driver_costs: cuMemCreate(&h, n, &prop, 0) failed: "
+                       "2 CUDA_ERROR_OUT_OF_MEMORY (driver_costs.cu:88)\n", rc=1)
+        status, md = self.report()
+        self.assertEqual(status, 1)
+        failures = self.section(md, "Failures")
+        self.assertIn("driver-costs: exit 1: driver_costs: cuMemCreate(&h, n, &prop, 0) failed: "
+                      "2 CUDA_ERROR_OUT_OF_MEMORY", failures)
+        self.assertIn("driver-costs: not measured: cuMemCreate 1 GiB, cuMemAddressReserve 1 GiB",
+                      failures)
+        table = self.section(md, "Driver costs")
+        self.assertIn("| cuMemCreate | 1 GiB | not measured |", table)
+        self.assertIn("| cuMemFree | 1 GiB | 1,034.0 µs |", table)
+
+    def test_the_simulate_table_unreadable_is_said_and_not_a_crash(self):
+        old = gpu_report.ROOT
+        gpu_report.ROOT = self.tmp.name
+        try:
+            status, md = self.report()
+        finally:
+            gpu_report.ROOT = old
+        self.assertEqual(status, 0, md)
+        table = self.section(md, "Driver costs")
+        self.assertIn("could not be read", table)
+        self.assertIn("| cuMemAlloc | 2 MiB | 12.0 µs | 11.5 µs - 12.5 µs | 201 | n/a |  |", table)
+
+    def test_luma_keep_is_in_the_torch_table_beside_the_others(self):
+        status, md = self.report()
+        self.assertEqual(status, 0, md)
+        table = self.section(md, "Training loops")
+        for _, label in gpu_report.ALLOCATORS:
+            self.assertEqual(table.count(f"| {label} | 5 | 60.00 | 1.000x |"), 2, label)
+        self.assertIn("| luma, segments kept (LUMA_CONF=release_free_segments:false; costs stage, "
+                      "a shorter run) | 5 | 60.00 | 1.000x | 1239.8 MiB | 810.6 MiB | 1.53 |", table)
+        self.assertIn("- losses of luma-keep: identical to caching over 5 steps", table)
+        # Not judged against the targets (its peak is above caching's here).
+        self.assertNotIn("luma-keep", self.section(md, "Training loops").split("Targets")[-1])
+
+    def test_a_luma_keep_run_missing_or_without_the_setting_fails(self):
+        self.work.drop("gpt-luma-keep.json")
+        self.work.step("gpt-luma-keep", "Traceback\nRuntimeError: CUDA error\n", rc=1)
+        self.work.set("torch-luma-keep.stats.json", luma_stats(settings="caching:true"))
+        status, md = self.report()
+        self.assertEqual(status, 1)
+        failures = self.section(md, "Failures")
+        self.assertIn("gpt-luma-keep: no result (exit 1): RuntimeError: CUDA error", failures)
+        self.assertIn("torch-luma-keep: luma did not apply release_free_segments:false", failures)
+
+    def test_costs_alone_reports_luma_keep_without_the_torch_stage(self):
+        self.work.set("stages", "costs\n")
+        status, md = self.report()
+        self.assertEqual(status, 0, md)
+        table = self.section(md, "Training loops")
+        self.assertIn("| luma, segments kept", table)
+        self.assertNotIn("| PyTorch caching allocator |", table)
+        self.assertNotIn("## The smallest memory", md)
 
     def test_luma_without_expandable_segments_says_not_supported(self):
         self.work.step("torch-luma-exp", "luma: LUMA_CONF: unknown key 'expandable_segments'\n")
