@@ -68,7 +68,7 @@ bool own_stream(std::int64_t stream) { return static_cast<std::uint64_t>(stream)
 
 // Where a value is, for messages: "device_traces[0][17]", "segments[3].blocks[2]".
 struct Where {
-  enum Part : std::uint8_t { top, trace_list, trace_entry, segment, block, frame } part = top;
+  enum Part : std::uint8_t { top, trace_list, trace_entry, segment, block, frame, annotation } part = top;
   std::size_t a = 0, b = 0, c = 0;
   std::string text() const {
     switch (part) {
@@ -78,6 +78,7 @@ struct Where {
       case segment: return fmt::format("segments[{}]", a);
       case block: return fmt::format("segments[{}].blocks[{}]", a, b);
       case frame: return "a frame";
+      case annotation: return fmt::format("external_annotations[{}]", a);
     }
     return "?";
   }
@@ -91,6 +92,15 @@ struct Entry {
   std::int64_t stream = 0;
   std::optional<std::int64_t> time_us;
   const PickleValue* frames = nullptr;
+  const PickleValue* annotation = nullptr;  // an annotate entry: the entry itself
+};
+
+// A stage's START or END, from external_annotations or an annotate entry.
+struct StageMark {
+  std::string name;
+  int device = -1;
+  bool start = false;
+  std::int64_t time_us = 0;
 };
 
 // A block of the segments at the dump that was allocated then.
@@ -165,6 +175,8 @@ class SnapshotReader {
   std::uint32_t stack_of(const PickleValue* frames, const Where& w);
   std::uint32_t frame_of(const PickleValue& frame, const Where& w);
   TorchDevice replay(std::size_t device, DeviceState& state, std::optional<std::int64_t> origin_us);
+  std::optional<StageMark> stage_mark(const PickleValue& v, const Where& w, int device) const;
+  void read_stages(const PickleValue& top, std::int64_t origin_us);
   void add_facts(TorchSnapshot& snap, const std::vector<SeenFact>& seen) const;
 
   std::string source_;
@@ -230,6 +242,7 @@ Entry SnapshotReader::read_entry(const PickleValue& v, const Where& w) {
     if (!t->is(Kind::integer)) wrong_type(w, "time_us", *t, "an int");
     e.time_us = int_value(*t, "time_us", w);
   }
+  if (e.action == Action::annotate) e.annotation = &v;
   if (e.action == Action::snapshot || e.action == Action::oom || e.action == Action::annotate) return e;
   e.addr = need_uint(v, "addr", w);
   e.size = need_uint(v, "size", w);
@@ -526,10 +539,15 @@ TorchSnapshot SnapshotReader::read(const PickleValue& top, int protocol) {
     state.entries.reserve(list.size());
     for (std::size_t i = 0; i < list.size(); ++i) {
       state.entries.push_back(read_entry(list[i], Where{Where::trace_entry, d, i}));
-      if (const auto& t = state.entries.back().time_us) origin_us = origin_us ? std::min(*origin_us, *t) : *t;
+      if (const auto& t = state.entries.back().time_us) {
+        origin_us = origin_us ? std::min(*origin_us, *t) : *t;
+        out_.last_time_us = out_.last_time_us ? std::max(*out_.last_time_us, *t) : *t;
+      }
     }
   }
+  out_.first_time_us = origin_us;
   for (auto& [device, state] : devices_) out_.devices.push_back(replay(device, state, origin_us));
+  if (origin_us) read_stages(top, *origin_us);
 
   // A second device is a second context, from its first op on (by the clock, on the others).
   std::vector<SeenFact> seen = facts_;
@@ -552,6 +570,62 @@ TorchSnapshot SnapshotReader::read(const PickleValue& top, int protocol) {
   }
   add_facts(out_, seen);
   return std::move(out_);
+}
+
+std::optional<StageMark> SnapshotReader::stage_mark(const PickleValue& v, const Where& w, int device) const {
+  if (!v.is(Kind::dict)) return std::nullopt;
+  const PickleValue* stage = v.find("stage");
+  const PickleValue* name = v.find("name");
+  const PickleValue* time = v.find("time_us");
+  if (!stage || !name || !time) return std::nullopt;  // not a range's mark
+  if (!stage->is(Kind::string)) wrong_type(w, "stage", *stage, "a str");
+  if (!name->is(Kind::string)) wrong_type(w, "name", *name, "a str");
+  if (!time->is(Kind::integer)) wrong_type(w, "time_us", *time, "an int");
+  StageMark m;
+  if (stage->as_string() == "START")
+    m.start = true;
+  else if (stage->as_string() != "END")
+    return std::nullopt;
+  m.name = name->as_string();
+  m.time_us = int_value(*time, "time_us", w);
+  m.device = device;
+  if (const PickleValue* d = v.find("device"); d && d->is(Kind::integer))
+    m.device = static_cast<int>(std::clamp<std::int64_t>(int_value(*d, "device", w), -1, 65535));
+  return m;
+}
+
+void SnapshotReader::read_stages(const PickleValue& top, std::int64_t origin_us) {
+  std::vector<StageMark> marks;
+  if (const PickleValue* list = top.find("external_annotations"); list && !list->is(Kind::none)) {
+    const PickleValue::Items& items = need_list(*list, "external_annotations", Where{});
+    for (std::size_t i = 0; i < items.size(); ++i)
+      if (auto m = stage_mark(items[i], Where{Where::annotation, i}, -1)) marks.push_back(std::move(*m));
+  }
+  for (const auto& [device, state] : devices_)
+    for (std::size_t i = 0; i < state.entries.size(); ++i)
+      if (const PickleValue* a = state.entries[i].annotation)
+        if (auto m = stage_mark(*a, Where{Where::trace_entry, device, i}, static_cast<int>(device)))
+          marks.push_back(std::move(*m));
+  std::stable_sort(marks.begin(), marks.end(),
+                   [](const StageMark& a, const StageMark& b) { return a.time_us < b.time_us; });
+  auto ns = [&](std::int64_t us) -> std::uint64_t {
+    return us <= origin_us ? 0 : static_cast<std::uint64_t>(us - origin_us) * 1000;
+  };
+  std::map<std::pair<std::string, int>, std::vector<std::size_t>> open;  // -> stages begun, not ended
+  for (const StageMark& m : marks) {
+    auto& begun = open[{m.name, m.device}];
+    if (m.start) {
+      begun.push_back(out_.stages.size());
+      out_.stages.push_back({m.name, m.device, ns(m.time_us), UINT64_MAX});
+    } else if (!begun.empty()) {
+      out_.stages[begun.back()].end_ns = ns(m.time_us);
+      begun.pop_back();
+    } else {
+      out_.stages.push_back({m.name, m.device, 0, ns(m.time_us)});  // began before the window
+    }
+  }
+  std::stable_sort(out_.stages.begin(), out_.stages.end(),
+                   [](const TorchStage& a, const TorchStage& b) { return a.start_ns < b.start_ns; });
 }
 
 std::string slurp(const std::string& path) {

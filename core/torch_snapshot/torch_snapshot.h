@@ -8,6 +8,10 @@
 //   segments:       [{device, address, total_size, blocks: [{address?, size,
 //                     requested_size, state, frames}], ...}]   the allocator at the dump
 //   device_traces:  [[{action, addr, size, stream, time_us?, frames?}, ...] per device]
+//   external_annotations (newer versions): [{stage: START|END, name, device, time_us}]
+//                   the named ranges of the run (Optimizer.zero_grad, Optimizer.step,
+//                   record_function), read as stages; annotate entries of device_traces
+//                   with a stage and a name are read the same way
 //   allocator_settings (newer versions), and others, not read.
 // Fields and actions as torch/csrc/cuda/Module.cpp (_cuda_memorySnapshot) and
 // c10/cuda/CUDACachingAllocator.cpp (record_trace) write them: an alloc entry's size is
@@ -48,6 +52,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -105,8 +110,22 @@ struct TorchDevice {
   std::uint64_t recorded_peak_reserved_bytes = 0;
 };
 
+// A stage of the run: a named range PyTorch recorded, from its START to its END on the
+// sequences' clock (ns since the earliest trace entry; a START before it is at 0). An END
+// without a START began before the window (0); a START without an END lasts to the end.
+struct TorchStage {
+  std::string name;
+  int device = -1;  // -1: every device
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = UINT64_MAX;
+};
+
 struct TorchSnapshot {
   int protocol = 0;  // the pickle's
+  // time_us of the earliest and the latest trace entry (of any device), where recorded.
+  std::optional<std::int64_t> first_time_us, last_time_us;
+  // Stages, by start (only with a clock: annotations are placed by their time_us).
+  std::vector<TorchStage> stages;
   // By device number: each device with trace entries or segments.
   std::vector<TorchDevice> devices;
   // Call sites: frames once each, and stacks as frame indices, innermost first as PyTorch

@@ -11,6 +11,11 @@ Deterministic: the same files every run.
   window_p2.pickle .. window_p5.pickle  one device; the window misses the run's start
   full_p4.pickle                        two devices, every key PyTorch writes, oom and
                                         snapshot entries, allocator_settings, frames
+  training_p4.pickle                    one training step as PyTorch 2.x records it: 60-odd
+                                        frames an allocation (the recorder's, the caching
+                                        allocator's, the dispatcher's, CPython's around the
+                                        program's), external_annotations (zero_grad, step,
+                                        a record_function range) and annotate entries
 
 Usage: make_snapshots.py OUTDIR
 """
@@ -119,6 +124,128 @@ def full_snapshot():
                                    "roundup_power2_divisions": {"1": 0, "2": 0}}}
 
 
+# ---- training_p4.pickle: a training step, frames as PyTorch 2.x records them -------------
+
+def cpp(name, filename="??"):
+    return {"filename": filename, "name": name, "line": 0}
+
+
+def py(filename, line, name):
+    return {"filename": filename, "name": name, "line": line}
+
+
+# The recorder's and the allocator's frames, innermost first, then the dispatcher's.
+RECORDER = [cpp("torch::unwind::unwind()"), cpp("torch::CapturedTraceback::gather(bool, bool, bool)"),
+            cpp("torch::cuda::(anonymous namespace)::gather_with_cpp()", "memory_snapshot.cpp")]
+ALLOCATOR = [cpp("c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed char, unsigned long, "
+                 "CUstream_st*)", "CUDACachingAllocator.cpp"),
+             cpp("c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::malloc(void**, signed char, "
+                 "unsigned long, CUstream_st*)", ""),
+             cpp("c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long)", ""),
+             cpp("at::detail::empty_generic(c10::ArrayRef<long>, c10::Allocator*, c10::DispatchKeySet, "
+                 "c10::ScalarType, std::optional<c10::MemoryFormat>)"),
+             cpp("at::detail::empty_cuda(c10::ArrayRef<long>, c10::TensorOptions const&)"),
+             cpp("at::(anonymous namespace)::create_out(c10::ArrayRef<long>, c10::ArrayRef<long>, "
+                 "c10::TensorOptions const&)", "RegisterCUDA_0.cpp"),
+             cpp("at::meta::structured_mm::meta(at::Tensor const&, at::Tensor const&)"),
+             cpp("c10::impl::wrap_kernel_functor_unboxed_<at::Tensor (at::Tensor const&, at::Tensor const&)>::call",
+                 "RegisterCUDA_0.cpp"),
+             cpp("at::_ops::mm::redispatch(c10::DispatchKeySet, at::Tensor const&, at::Tensor const&)"),
+             cpp("torch::autograd::VariableType::(anonymous namespace)::mm(c10::DispatchKeySet, at::Tensor const&, "
+                 "at::Tensor const&)", "VariableType_3.cpp"),
+             cpp("at::_ops::mm::call(at::Tensor const&, at::Tensor const&)")]
+CPYTHON = [cpp("_PyEval_EvalFrameDefault"), cpp("PyMethod_New"), cpp("_PyObject_MakeTpCall")]
+PROCESS = [cpp("PyEval_EvalCode"), cpp("_PyRun_SimpleFileObject"), cpp("Py_RunMain"), cpp("Py_BytesMain"),
+           cpp("__libc_start_main"), cpp("_start")]
+TORCH = "/venv/lib/python3.12/site-packages/torch/"
+BINDING = cpp("torch::autograd::THPVariable_mm(_object*, _object*, _object*)", "python_torch_functions_0.cpp")
+MODULE_CALL = [py(TORCH + "nn/modules/module.py", 1790, "_call_impl"), CPYTHON[0],
+               py(TORCH + "nn/modules/module.py", 1779, "_wrapped_call_impl"), CPYTHON[0]]
+
+
+def python_stack(*python_frames, binding=BINDING):
+    """RECORDER + ALLOCATOR, the binding, then each Python frame with CPython's frames after it."""
+    frames = RECORDER + ALLOCATOR + [binding]
+    for f in python_frames:
+        frames += f if isinstance(f, list) else [f] + CPYTHON
+    return frames + PROCESS
+
+
+STACK_SETUP = python_stack(py(TORCH + "cuda/memory.py", 900, "_record_memory_history"),
+                           py("train.py", 20, "setup"), py("train.py", 90, "<module>"))
+STACK_FWD = python_stack(py(TORCH + "nn/modules/linear.py", 125, "forward"), MODULE_CALL,
+                         py("model.py", 30, "forward"), MODULE_CALL, py("train.py", 50, "train_step"),
+                         py("train.py", 90, "<module>"))
+STACK_FWD2 = python_stack(py(TORCH + "nn/modules/linear.py", 125, "forward"), MODULE_CALL,
+                          py("model.py", 31, "forward"), MODULE_CALL, py("train.py", 50, "train_step"),
+                          py("train.py", 90, "<module>"))
+# The autograd engine's thread: C++ frames only.
+STACK_BWD = RECORDER + ALLOCATOR + [
+    cpp("torch::autograd::generated::MmBackward0::apply(std::vector<at::Tensor>&&)", "Functions.cpp"),
+    cpp("torch::autograd::Node::operator()(std::vector<at::Tensor>&&)"),
+    cpp("torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&, "
+        "torch::autograd::Node*, torch::autograd::InputBuffer&, std::shared_ptr<torch::autograd::ReadyQueue> const&)"),
+    cpp("torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)"),
+    cpp("start_thread"), cpp("__clone3")]
+STACK_STEP = python_stack(py(TORCH + "optim/adamw.py", 180, "_init_group"), py(TORCH + "optim/adamw.py", 220, "step"),
+                          py(TORCH + "optim/optimizer.py", 485, "wrapper"), py("train.py", 61, "train_step"),
+                          py("train.py", 90, "<module>"))
+STACK_TEMP = python_stack(py(TORCH + "optim/adamw.py", 400, "_single_tensor_adamw"),
+                          py(TORCH + "optim/adamw.py", 230, "step"),
+                          py(TORCH + "optim/optimizer.py", 485, "wrapper"), py("train.py", 61, "train_step"),
+                          py("train.py", 90, "<module>"))
+TRAIN_SITES = 12  # small allocations of their own lines after the step: more sites than the 10 shown
+
+
+def training_snapshot():
+    """A 100 MiB segment; W 10 MiB (setup); forward A1, A2 20 MiB each; backward G 10 MiB,
+    A1 and A2 freed; step M, V 10 MiB each and T 30 MiB (freed): the peak, 70 MiB, in
+    Optimizer.step; then 12 allocations of 512 B from lines of their own, freed. Times in
+    ms (time_us = T0 + 1000 t). Stages: Optimizer.zero_grad (t 5-6, nothing in it),
+    forward (record_function, 9-12), backward (annotate entries of the trace, 19-23),
+    Optimizer.step (30-40)."""
+    s = 0x7F2000000000
+
+    def e(action, addr, size, t, frames=None):
+        return entry(action, addr, size, 1000 * t, frames=frames)
+
+    def freed(addr, size, t):
+        return [e("free_requested", addr, size, t), e("free_completed", addr, size, t)]
+
+    def mark(stage, name, t):
+        return {"action": "annotate", "stage": stage, "name": name, "device": 0, "time_us": T0 + 1000 * t}
+
+    trace = [e("segment_alloc", s, 100 * MIB, 1), e("alloc", s, 10 * MIB, 2, STACK_SETUP),
+             e("alloc", s + 10 * MIB, 20 * MIB, 10, STACK_FWD), e("alloc", s + 30 * MIB, 20 * MIB, 11, STACK_FWD2),
+             mark("START", "backward", 19), e("alloc", s + 50 * MIB, 10 * MIB, 20, STACK_BWD)]
+    trace += freed(s + 10 * MIB, 20 * MIB, 21) + freed(s + 30 * MIB, 20 * MIB, 22)
+    trace += [mark("END", "backward", 23), e("alloc", s + 60 * MIB, 10 * MIB, 31, STACK_STEP),
+              e("alloc", s + 70 * MIB, 10 * MIB, 32, STACK_STEP), e("alloc", s + 10 * MIB, 30 * MIB, 33, STACK_TEMP)]
+    trace += freed(s + 10 * MIB, 30 * MIB, 34)
+    for i in range(TRAIN_SITES):
+        trace += [e("alloc", s + 80 * MIB, 512, 41 + i, python_stack(py("train.py", 100 + i, "log"),
+                                                                  py("train.py", 90, "<module>")))]
+        trace += freed(s + 80 * MIB, 512, 41 + i)
+    segments = [segment(0, s, 100 * MIB, [
+        block(s, 10 * MIB, 10 * MIB, "active_allocated", STACK_SETUP),
+        block(s + 10 * MIB, 40 * MIB, 0, "inactive"),
+        block(s + 50 * MIB, 10 * MIB, 10 * MIB, "active_allocated", STACK_BWD),
+        block(s + 60 * MIB, 10 * MIB, 10 * MIB, "active_allocated", STACK_STEP),
+        block(s + 70 * MIB, 10 * MIB, 10 * MIB, "active_allocated", STACK_STEP),
+        block(s + 80 * MIB, 20 * MIB, 0, "inactive")])]
+
+    def ann(stage, name, t):
+        return {"stage": stage, "name": name, "device": 0, "time_us": T0 + 1000 * t}
+    annotations = [ann("START", "Optimizer.zero_grad#AdamW.zero_grad", 5),
+                   ann("END", "Optimizer.zero_grad#AdamW.zero_grad", 6),
+                   ann("START", "forward", 9), ann("END", "forward", 12),
+                   ann("START", "Optimizer.step#AdamW.step", 30), ann("END", "Optimizer.step#AdamW.step", 40)]
+    return {"segments": segments, "device_traces": [trace],
+            "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1,
+                                   "garbage_collection_threshold": 0.0, "expandable_segments": False},
+            "external_annotations": annotations}
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -127,6 +254,8 @@ def main():
             pickle.dump(window_snapshot(), f, protocol=protocol)
     with open(os.path.join(out, "full_p4.pickle"), "wb") as f:
         pickle.dump(full_snapshot(), f, protocol=4)
+    with open(os.path.join(out, "training_p4.pickle"), "wb") as f:
+        pickle.dump(training_snapshot(), f, protocol=4)
 
 
 if __name__ == "__main__":

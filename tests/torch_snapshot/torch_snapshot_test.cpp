@@ -16,6 +16,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "planner/input/lifetime_reader.h"
@@ -413,6 +414,65 @@ TEST(TorchSnapshot, EntriesWithoutATimeAreNumberedByPosition) {
   ASSERT_EQ(d.reserved.size(), 1u);
   EXPECT_EQ(d.reserved[0].op, 2u);
   EXPECT_EQ(d.reserved[0].time_ns, 2u);
+}
+
+// Stages: external_annotations' START/END pairs and annotate entries of a device's trace,
+// on the ops' clock; make_snapshots.py's training step.
+TEST(TorchSnapshot, AnnotationsAreStagesOnTheClockOfTheOps) {
+  const TorchSnapshot snap = TorchSnapshotReader::read(data("training_p4.pickle"), "training_p4.pickle");
+  ASSERT_TRUE(snap.first_time_us && snap.last_time_us);
+  EXPECT_EQ(*snap.first_time_us, T0 + 1000);  // the segment_alloc at t = 1 ms
+  EXPECT_EQ(*snap.last_time_us, T0 + 52000);
+  struct S {
+    std::string name;
+    int device;
+    std::uint64_t start, end;
+    bool operator==(const S&) const = default;
+  };
+  std::vector<S> got;
+  for (const TorchStage& t : snap.stages) got.push_back({t.name, t.device, t.start_ns, t.end_ns});
+  // ns since the earliest entry (t = 1 ms).
+  const std::vector<S> want = {{"Optimizer.zero_grad#AdamW.zero_grad", 0, 4'000'000, 5'000'000},
+                               {"forward", 0, 8'000'000, 11'000'000},
+                               {"backward", 0, 18'000'000, 22'000'000},
+                               {"Optimizer.step#AdamW.step", 0, 29'000'000, 39'000'000}};
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(got[i] == want[i]) << i << ": " << got[i].name;
+  // The annotate entries change nothing else: the 19 allocations, 15 freed.
+  EXPECT_EQ(snap.devices.at(0).sequence.ops.size(), 19u + 15u);
+}
+
+TEST(TorchSnapshot, AStageCutByTheWindowRunsToItsEdgeAndUnpairedMarksAreKept) {
+  const std::uint64_t a = 0x7f0000000000;
+  auto ann = [](const char* stage, const char* name, std::int64_t t) {
+    return Py::dict({{"stage", stage}, {"name", name}, {"device", 0}, {"time_us", Py(T0 + t)}});
+  };
+  Py top = snapshot({segment(0, a, 2 * MiB, {block(a, 2 * MiB, 0, "inactive")})},
+                    {{entry("segment_alloc", a, 2 * MiB, 10), entry("alloc", a, 10, 11),
+                      entry("free_requested", a, 10, 12)}});
+  // An END whose START came before the window; a START never ended; an END of nothing
+  // begun on another name; nested ranges of one name; a mark that is not a range's.
+  top.set("external_annotations",
+          Py::list({ann("END", "Optimizer.zero_grad", 5), ann("START", "outer", 10), ann("START", "outer", 11),
+                    ann("END", "outer", 12), ann("START", "open", 12), ann("END", "outer", 13),
+                    Py::dict({{"name", "no stage"}, {"time_us", Py(T0 + 11)}})}));
+  const TorchSnapshot snap = read(top);
+  std::vector<std::tuple<std::string, std::uint64_t, std::uint64_t>> got;
+  for (const TorchStage& t : snap.stages) got.emplace_back(t.name, t.start_ns, t.end_ns);
+  EXPECT_EQ(got, (std::vector<std::tuple<std::string, std::uint64_t, std::uint64_t>>{
+                     {"Optimizer.zero_grad", 0, 0},  // before the earliest entry: at 0
+                     {"outer", 0, 3000},
+                     {"outer", 1000, 2000},
+                     {"open", 2000, UINT64_MAX}}));
+  // Without a clock there are no stages.
+  Py untimed = snapshot({}, {{entry("alloc", a, 10, -1)}});
+  untimed.set("external_annotations", Py::list({ann("START", "x", 1), ann("END", "x", 2)}));
+  EXPECT_TRUE(read(untimed).stages.empty());
+  // A mark of the wrong type is named with its place.
+  Py bad = snapshot({}, {{entry("alloc", a, 10, 1)}});
+  bad.set("external_annotations", Py::list({Py::dict({{"stage", 1}, {"name", "x"}, {"time_us", Py(T0)}})}));
+  EXPECT_NE(refusal(pickle_dump(bad)).find("external_annotations[0]: 'stage' is an int, not a str"), std::string::npos)
+      << refusal(pickle_dump(bad));
 }
 
 TEST(TorchSnapshot, ADeviceWithSegmentsButNoHistoryIsItsBlocksAtTheDump) {
