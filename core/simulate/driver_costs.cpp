@@ -2,7 +2,7 @@
 // cudaMalloc+cudaFree on an H200 (docs/gpu-results.md, "2. Speed": gpu_latency, median
 // after warm-up); how it splits between the two calls was not measured, so each call gets
 // half. The virtual-memory calls have not been timed on a GPU yet: their rows are
-// estimates of the same order as the pair's, and scripts/gpu-check's driver-costs stage
+// estimates of the same order as the pair's, and scripts/gpu-check's costs stage
 // measures them.
 #include "simulate/driver_costs.h"
 
@@ -16,7 +16,7 @@ constexpr std::string_view kPairHalf =
     "half of a cudaMalloc+cudaFree pair measured on an H200 (docs/gpu-results.md); the split is assumed";
 constexpr std::string_view kPairExtrapolated =
     "the H200 pair's slope from 64 to 256 MiB carried on to 1 GiB, halved: estimated";
-constexpr std::string_view kVmmEstimate = "not measured: an estimate (scripts/gpu-check's driver-costs stage times it)";
+constexpr std::string_view kVmmEstimate = "not measured: an estimate (scripts/gpu-check's costs stage times it)";
 
 using C = DriverCall;
 // The pair's medians (ns): 1 KiB 89,124; 1 MiB 93,502; 4 MiB 94,971; 16 MiB 106,462;
