@@ -2,6 +2,8 @@
 // per call site, never one per event.
 #include "run_stats.h"
 
+#include "call_sites.h"
+
 #include <algorithm>
 #include <bit>
 #include <string>
@@ -30,9 +32,14 @@ class PythonLines {
     if (id >= by_stack_.size()) by_stack_.resize(id + 1, kUnresolved);
     std::uint32_t& n = by_stack_[id];
     if (n != kUnresolved) return n;
+    // The innermost frame of the program's (call_sites.h: not the recorder's, the allocator's
+    // or nn.Module's call wrappers).
     const auto& frames = run_.python_stack(id);
-    if (frames.empty()) return n = 0;
-    const core::TracePythonFrame& f = frames.front();
+    const auto own = std::find_if(frames.begin(), frames.end(), [](const core::TracePythonFrame& p) {
+      return !is_machinery_frame(p.function, p.file, true);
+    });
+    if (own == frames.end()) return n = 0;
+    const core::TracePythonFrame& f = *own;
     std::string key = f.file;
     key += '\0';
     key += f.function;
@@ -117,22 +124,81 @@ void keep_largest(std::vector<AllocationInfo>& v, const AllocationInfo& a) {
   if (v.size() > kLargestShown) v.pop_back();
 }
 
-std::vector<CallSiteTotal> top(const std::unordered_map<std::uint32_t, CallSiteTotal>& m) {
+std::vector<CallSiteTotal> top(const std::unordered_map<std::uint32_t, CallSiteTotal>& m, bool all) {
   std::vector<CallSiteTotal> v;
   for (const auto& [id, t] : m)
     if (t.bytes > 0) v.push_back(t);
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack < b.stack;
   });
-  if (v.size() > kCallSitesShown) v.resize(kCallSitesShown);
+  if (!all && v.size() > kCallSitesShown) v.resize(kCallSitesShown);
   return v;
 }
 
+// A device's stages (a snapshot's annotated ranges) swept on the clock of its events,
+// which come in time order: the stages an event is in are those begun at or before its
+// time and not ended before it.
+class StageSweep {
+ public:
+  StageSweep(const std::vector<core::TorchStage>& stages, int device, DeviceRunStats& s) : s_(s) {
+    std::map<std::string, std::size_t> by_name;
+    for (const core::TorchStage& t : stages) {
+      if (t.device != -1 && t.device != device) continue;
+      const auto [it, added] = by_name.try_emplace(t.name, s.stages.size());
+      if (added) s.stages.push_back({t.name});
+      ++s.stages[it->second].ranges;
+      starts_.push_back({t.start_ns, it->second});
+      ends_.push_back({t.end_ns, it->second});
+    }
+    std::sort(starts_.begin(), starts_.end());
+    std::sort(ends_.begin(), ends_.end());
+    active_.assign(s.stages.size(), 0);
+  }
+  bool empty() const noexcept { return starts_.empty(); }
+  // Before an event at `time`: the stages it is in.
+  void at(std::uint64_t time) {
+    for (; next_start_ < starts_.size() && starts_[next_start_].first <= time; ++next_start_)
+      ++active_[starts_[next_start_].second];
+    for (; next_end_ < ends_.size() && ends_[next_end_].first < time; ++next_end_)
+      --active_[ends_[next_end_].second];
+  }
+  // After the event: the bytes then.
+  void note(std::uint64_t allocated, std::uint64_t reserved) {
+    for (std::size_t k = 0; k < active_.size(); ++k) {
+      if (active_[k] <= 0) continue;
+      DeviceRunStats::Stage& st = s_.stages[k];
+      st.entered = true;
+      st.peak_allocated = std::max(st.peak_allocated, allocated);
+      st.peak_reserved = std::max(st.peak_reserved, reserved);
+    }
+  }
+  // The stages of a moment, outermost (earliest begun) first.
+  std::vector<std::string> names_at(const std::vector<core::TorchStage>& stages, int device,
+                                    std::uint64_t time) const {
+    std::vector<std::string> out;
+    for (const core::TorchStage& t : stages)
+      if ((t.device == -1 || t.device == device) && t.start_ns <= time && time <= t.end_ns &&
+          std::find(out.begin(), out.end(), t.name) == out.end())
+        out.push_back(t.name);
+    return out;
+  }
+
+ private:
+  DeviceRunStats& s_;
+  std::vector<std::pair<std::uint64_t, std::size_t>> starts_, ends_;
+  std::vector<int> active_;
+  std::size_t next_start_ = 0, next_end_ = 0;
+};
+
 }  // namespace
 
-RunStats compute_run_stats(RecordedRun& run) {
+RunStats compute_run_stats(RecordedRun& run, const RunStatsOptions& options) {
   RunStats out;
   std::map<int, DeviceState> dev;
+  const std::vector<core::TorchStage> no_stages;
+  const std::vector<core::TorchStage>& stages = run.torch_snapshot() ? run.torch_snapshot()->stages : no_stages;
+  std::map<int, StageSweep> sweeps;
+  auto site_of = [&](std::uint32_t stack) { return options.site_of ? options.site_of(stack) : stack; };
   bool any_stack = false;
   PythonLines python(run);
   const auto sum = run.read([&](const core::TraceEvent& e) {
@@ -149,6 +215,11 @@ RunStats compute_run_stats(RecordedRun& run) {
       }
     }
     out.duration_ns = std::max(out.duration_ns, e.time_ns);
+    StageSweep* sweep = nullptr;
+    if (!stages.empty()) {
+      sweep = &sweeps.try_emplace(e.device, stages, e.device, d.s).first->second;
+      sweep->at(e.time_ns);
+    }
     switch (e.kind) {
       case core::EventKind::alloc: {
         ++d.s.allocations;
@@ -182,8 +253,9 @@ RunStats compute_run_stats(RecordedRun& run) {
         keep_largest(d.s.largest, {e.size, e.requested, e.address, e.index, e.time_ns, e.stack});
         if (e.stack) {
           any_stack = true;
-          auto& site = d.sites[e.stack];
-          site.stack = e.stack;
+          const std::uint32_t stack = site_of(e.stack);
+          auto& site = d.sites[stack];
+          site.stack = stack;
           site.bytes += e.size;
           ++site.count;
         }
@@ -227,6 +299,7 @@ RunStats compute_run_stats(RecordedRun& run) {
       case core::EventKind::oom: ++d.s.ooms; break;
       case core::EventKind::empty_cache: ++d.s.empty_cache_calls; break;
     }
+    if (sweep) sweep->note(d.allocated, d.reserved);
   });
   out.events = sum.events;
   out.python_lines = std::move(python).top();
@@ -242,9 +315,10 @@ RunStats compute_run_stats(RecordedRun& run) {
           DeviceState& d = dev[e.device];
           if (any_stack && e.index <= d.s.peak_index) {
             if (e.kind == core::EventKind::alloc) {
-              d.live[e.address] = {e.size, e.requested, e.stack, 0};
-              auto& site = d.live_sites[e.stack];
-              site.stack = e.stack;
+              const std::uint32_t stack = e.stack ? site_of(e.stack) : 0;
+              d.live[e.address] = {e.size, e.requested, stack, 0};
+              auto& site = d.live_sites[stack];
+              site.stack = stack;
               site.bytes += e.size;
               ++site.count;
             } else if (e.kind == core::EventKind::free_requested) {
@@ -283,9 +357,11 @@ RunStats compute_run_stats(RecordedRun& run) {
   for (auto& [n, d] : dev) {
     d.s.final_allocated = d.allocated;
     d.s.final_reserved = d.reserved;
-    d.s.callsites_total = top(d.sites);
+    d.s.callsites_total = top(d.sites, options.all_sites);
     d.live_sites.erase(0);  // allocations without a recorded call site
-    d.s.callsites_at_peak = top(d.live_sites);
+    d.s.callsites_at_peak = top(d.live_sites, options.all_sites);
+    if (const auto it = sweeps.find(n); it != sweeps.end())
+      d.s.stages_at_peak = it->second.names_at(stages, n, d.s.peak_time_ns);
     out.devices.push_back(std::move(d.s));
   }
   return out;

@@ -8,7 +8,9 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +72,18 @@ struct DeviceRunStats {
   std::vector<AllocationInfo> largest;
   std::vector<CallSiteTotal> callsites_at_peak, callsites_total;
 
+  // A PyTorch snapshot's stages (its annotated ranges, core::TorchStage), by name in order
+  // of first start: the most allocated and reserved while in one, and those the peak of
+  // allocated falls in (innermost last). Empty for other inputs.
+  struct Stage {
+    std::string name;
+    std::uint64_t ranges = 0;
+    std::uint64_t peak_allocated = 0, peak_reserved = 0;
+    bool entered = false;  // the device saw an event while in it
+  };
+  std::vector<Stage> stages;
+  std::vector<std::string> stages_at_peak;
+
   PeakReservedState at_peak_reserved;  // only for inputs that record segments
   // Whether the segments at the peak of reserved are all known, so its free blocks could
   // be measured: not when a PyTorch snapshot's window began with segments already reserved
@@ -99,6 +113,13 @@ struct RunStats {
   std::vector<PythonLineTotal> python_lines;
 };
 
-RunStats compute_run_stats(RecordedRun& run);
+struct RunStatsOptions {
+  // The call site of a recorded stack id (CallSites::site_of): stacks of one site add up.
+  // Unset: each stack is a site.
+  std::function<std::uint32_t(std::uint32_t)> site_of;
+  bool all_sites = false;  // every site, not the top kCallSitesShown
+};
+
+RunStats compute_run_stats(RecordedRun& run, const RunStatsOptions& options = {});
 
 }  // namespace luma::tools

@@ -1,18 +1,24 @@
 // stats_command.cpp - `luma stats TRACE...`: per process and device, peaks, the cache at
 // the peak of reserved (reserved but unallocated bytes, free blocks, fragmentation),
 // counts, a size histogram, the largest allocations and the top call sites (symbolized
-// here, from the recorded mappings); several inputs (the ranks of one job) side by side
-// with totals. `--json` prints the same as one JSON document. What an input does not record
-// (an RMM log's pid, times, segments) is "n/a" in text and null in JSON, never 0.
+// here, from the recorded mappings) as the program's own frames (call_sites.h: --frames);
+// a PyTorch snapshot's stages (its annotated ranges: where the peak falls, the peaks in
+// each); several inputs (the ranks of one job) side by side with totals. The text fits a
+// screen; --full adds the size histogram, the largest allocations and every call site.
+// `--json` prints everything as one JSON document. What an input does not record (an RMM
+// log's pid, times, segments) is "n/a" in text and null in JSON, never 0.
 #include <fmt/core.h>
 
 #include <cstdio>
+#include <ctime>
 #include <memory>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "call_sites.h"
 #include "commands.h"
 #include "forwarded_stats.h"
 #include "recorded_run.h"
@@ -28,6 +34,11 @@ struct Input {
   RunStats stats;
   ForwardedStats forwarded;  // calls luma forwarded to the driver (records_forwarded())
   std::unique_ptr<Symbolizer> symbolizer;
+  std::unique_ptr<CallSites> sites;
+};
+
+struct Shown {
+  bool full = false;  // the histogram, the largest allocations, every site
 };
 
 std::string bytes_text(std::uint64_t b) {
@@ -41,21 +52,21 @@ std::string bytes_text(std::uint64_t b) {
   return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.2f} {}", v, units[u]);
 }
 
-nlohmann::json frames_json(Input& in, std::uint32_t stack) {
+nlohmann::json frames_json(Input& in, std::uint32_t site) {
   nlohmann::json frames = nlohmann::json::array();
-  // A snapshot's call sites are named, not addresses.
-  for (const core::TracePythonFrame& f : in.run->named_stack(stack))
-    frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}});
-  for (std::uint64_t a : in.run->stack(stack)) {
-    nlohmann::json f = {{"address", a}};
-    if (in.symbolizer) {
-      const Frame& fr = in.symbolizer->frame(a);
-      f["function"] = fr.function;
-      f["file"] = fr.file;
-      f["line"] = fr.line;
-      f["module"] = fr.module;
+  for (const SiteFrame& f : in.sites->frames(site)) {
+    if (f.address == 0) {  // a snapshot's call sites are named, not addresses
+      frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}});
+      continue;
     }
-    frames.push_back(std::move(f));
+    nlohmann::json j = {{"address", f.address}};
+    if (in.symbolizer) {
+      j["function"] = f.function;
+      j["file"] = f.file;
+      j["line"] = f.line;
+      j["module"] = f.module;
+    }
+    frames.push_back(std::move(j));
   }
   return frames;
 }
@@ -131,6 +142,14 @@ nlohmann::json device_json(Input& in, const DeviceRunStats& d) {
   // Only a PyTorch snapshot has the keys of its recording window (as only traces with
   // Python frames have top_python_lines).
   if (window) {
+    nlohmann::json stages = nlohmann::json::array();
+    for (const DeviceRunStats::Stage& st : d.stages)
+      stages.push_back({{"name", st.name},
+                        {"ranges", st.ranges},
+                        {"peak_allocated_bytes", if_recorded(st.entered, st.peak_allocated)},
+                        {"peak_reserved_bytes", if_recorded(st.entered, st.peak_reserved)}});
+    out["stages"] = stages;
+    out["stages_at_peak"] = d.stages_at_peak;
     out["incomplete"] = window->incomplete;
     out["blocks_before_window"] = window->blocks_before_window;
     out["reserved_before_window_bytes"] = window->reserved_before_window;
@@ -240,6 +259,10 @@ void print_json(std::vector<Input>& inputs) {
                     {"duration_ns", if_recorded(in.run->records_times(), in.stats.duration_ns)},
                     {"devices", devices},
                     {"forwarded_calls", forwarded_json(in)}});
+    // Only a snapshot has the window's time range.
+    if (const core::TorchSnapshot* snap = in.run->torch_snapshot())
+      runs.back()["window"] = {{"first_time_us", if_recorded(snap->first_time_us.has_value(), snap->first_time_us.value_or(0))},
+                               {"last_time_us", if_recorded(snap->last_time_us.has_value(), snap->last_time_us.value_or(0))}};
     // Only traces with Python frames have the key (format version 2; docs/trace-format.md).
     if (!in.stats.python_lines.empty()) {
       nlohmann::json lines = nlohmann::json::array();
@@ -275,19 +298,69 @@ void print_sites(Input& in, const char* title, const std::vector<CallSiteTotal>&
   fmt::print("  {}:\n", title);
   for (const auto& s : sites) {
     fmt::print("    {} in {} allocations\n", bytes_text(s.bytes), s.count);
-    for (const core::TracePythonFrame& f : in.run->named_stack(s.stack))
-      fmt::print("      {}:{} {}\n", f.file, f.line, f.function);
-    for (std::uint64_t a : in.run->stack(s.stack)) {
-      if (in.symbolizer) {
-        const Frame& f = in.symbolizer->frame(a);
-        if (f.line > 0)
-          fmt::print("      0x{:x} {} at {}:{}\n", a, f.function, f.file, f.line);
-        else
-          fmt::print("      0x{:x} {} in {}\n", a, f.function, f.module.empty() ? "??" : f.module);
-      } else {
-        fmt::print("      0x{:x}\n", a);
-      }
+    const std::vector<SiteFrame>& frames = in.sites->frames(s.stack);
+    if (frames.empty()) fmt::print("      (no frame of the program's: the allocator's and the recorder's only)\n");
+    for (const SiteFrame& f : frames) {
+      if (f.address == 0 && (f.line > 0 || f.python))
+        fmt::print("      {}:{} {}\n", f.file, f.line, f.function);
+      else if (f.address == 0 && (f.file.empty() || f.file == "??"))
+        fmt::print("      {}\n", f.function);  // a C++ frame PyTorch could not place in a file
+      else if (f.address == 0)
+        fmt::print("      {} in {}\n", f.function, f.file);
+      else if (!in.symbolizer)
+        fmt::print("      0x{:x}\n", f.address);
+      else if (f.line > 0)
+        fmt::print("      0x{:x} {} at {}:{}\n", f.address, f.function, f.file, f.line);
+      else
+        fmt::print("      0x{:x} {} in {}\n", f.address, f.function, f.module.empty() ? "??" : f.module);
     }
+  }
+}
+
+// "2026-07-12 10:47:02.287" (UTC) of a time_us.
+std::string utc_text(std::int64_t us) {
+  const std::time_t secs = static_cast<std::time_t>(us / 1000000);
+  std::tm tm{};
+  if (!::gmtime_r(&secs, &tm)) return fmt::format("{} us", us);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return fmt::format("{}.{:03}", buf, (us % 1000000) / 1000);
+}
+
+// A snapshot's first lines: the file, its devices, the window's time range.
+void print_snapshot_header(const Input& in, const core::TorchSnapshot& snap) {
+  std::string devices;
+  for (const core::TorchDevice& d : snap.devices)
+    devices += fmt::format("{}{}", devices.empty() ? "" : ", ", d.sequence.device);
+  fmt::print("{} ({}): {} {}\n", in.run->path(), in.run->format(), snap.devices.size() == 1 ? "device" : "devices",
+             devices.empty() ? "none" : devices);
+  if (in.run->records_times() && snap.first_time_us && snap.last_time_us) {
+    const std::string first = utc_text(*snap.first_time_us), last = utc_text(*snap.last_time_us);
+    fmt::print("  window {:.3f} s, {} to {} UTC: {} events\n",
+               double(*snap.last_time_us - *snap.first_time_us) / 1e6, first,
+               last.substr(0, 10) == first.substr(0, 10) ? last.substr(11) : last, in.stats.events);
+  } else {
+    fmt::print("  window: {} events in the order recorded (no time_us in the snapshot: no clock)\n", in.stats.events);
+  }
+}
+
+void print_stages(const DeviceRunStats& d) {
+  if (d.stages.empty()) return;
+  fmt::print("  peak in stage      {}\n", d.stages_at_peak.empty() ? std::string("(none: outside every stage)") : [&] {
+    std::string t;
+    for (const std::string& n : d.stages_at_peak) t += (t.empty() ? "" : " > ") + n;
+    return t;
+  }());
+  std::size_t width = 5;
+  for (const auto& st : d.stages) width = std::max(width, st.name.size());
+  width = std::min<std::size_t>(width, 60);
+  fmt::print("  {:<{}}  {:>14}  {:>14}  {:>6}\n", "stage", width + 2, "peak allocated", "peak reserved", "ranges");
+  for (const auto& st : d.stages) {
+    if (st.entered)
+      fmt::print("    {:<{}}  {:>14}  {:>14}  {:>6}\n", st.name, width, bytes_text(st.peak_allocated),
+                 bytes_text(st.peak_reserved), st.ranges);
+    else
+      fmt::print("    {:<{}}  {:>14}  {:>14}  {:>6}\n", st.name, width, "(no event)", "", st.ranges);
   }
 }
 
@@ -301,7 +374,7 @@ void print_python_lines(const std::vector<PythonLineTotal>& lines) {
 }
 
 
-void print_text(std::vector<Input>& inputs) {
+void print_text(std::vector<Input>& inputs, const Shown& shown) {
   for (auto& in : inputs) {
     const auto& h = in.run->header();
     const bool process = in.run->records_process();
@@ -309,10 +382,15 @@ void print_text(std::vector<Input>& inputs) {
     const bool segments = in.run->records_segments();
     std::string cmd;
     for (const auto& a : h.command_line) cmd += (cmd.empty() ? "" : " ") + a;
-    fmt::print("{} ({}): pid {} on {}: {}\n", in.run->path(), in.run->format(),
-               process ? std::to_string(h.pid) : kNotAvailable,
-               !process ? kNotAvailable : h.host.empty() ? "?" : h.host.c_str(), cmd);
-    if (times)
+    if (const core::TorchSnapshot* snap = in.run->torch_snapshot())
+      print_snapshot_header(in, *snap);
+    else
+      fmt::print("{} ({}): pid {} on {}: {}\n", in.run->path(), in.run->format(),
+                 process ? std::to_string(h.pid) : kNotAvailable,
+                 !process ? kNotAvailable : h.host.empty() ? "?" : h.host.c_str(), cmd);
+    if (in.run->torch_snapshot()) {
+      // said in the header
+    } else if (times)
       fmt::print("  {} events over {:.3f} s{}\n", in.stats.events, in.stats.duration_ns / 1e9,
                  in.run->closed_cleanly() ? "" : " (unfinished: the process did not close it)");
     else
@@ -356,6 +434,7 @@ void print_text(std::vector<Input>& inputs) {
                    in.run->format());
         fmt::print("  fragmentation      {}\n", kNotAvailable);
       }
+      print_stages(d);
       fmt::print("  allocations        {} ({} freed; {} still allocated at the end)\n",
                  d.allocations, d.frees, bytes_text(d.final_allocated));
       if (segments) {
@@ -376,18 +455,23 @@ void print_text(std::vector<Input>& inputs) {
       }
       fmt::print("  out of memory      {}\n", d.ooms);
       if (d.unmatched_frees) fmt::print("  unmatched frees    {}\n", d.unmatched_frees);
-      fmt::print("  size histogram (requested):\n");
-      for (std::size_t k = 0; k < d.histogram.size(); ++k)
-        if (d.histogram[k])
-          fmt::print("    [{:>10}, {:>10}) {}\n", bytes_text(std::uint64_t{1} << k),
-                     k == 63 ? std::string("inf") : bytes_text(std::uint64_t{2} << k),
-                     d.histogram[k]);
-      fmt::print("  largest allocations:\n");
-      for (const auto& a : d.largest)
-        fmt::print("    {} (requested {}) at 0x{:x}, event {}\n", bytes_text(a.size),
-                   a.requested, a.address, a.index);
-      print_sites(in, "top call sites live at the peak", d.callsites_at_peak);
-      print_sites(in, "top call sites over the run", d.callsites_total);
+      if (shown.full) {
+        fmt::print("  size histogram (requested):\n");
+        for (std::size_t k = 0; k < d.histogram.size(); ++k)
+          if (d.histogram[k])
+            fmt::print("    [{:>10}, {:>10}) {}\n", bytes_text(std::uint64_t{1} << k),
+                       k == 63 ? std::string("inf") : bytes_text(std::uint64_t{2} << k),
+                       d.histogram[k]);
+        fmt::print("  largest allocations:\n");
+        for (const auto& a : d.largest)
+          fmt::print("    {} (requested {}) at 0x{:x}, event {}\n", bytes_text(a.size),
+                     a.requested, a.address, a.index);
+        print_sites(in, "call sites live at the peak", d.callsites_at_peak);
+        print_sites(in, "call sites over the run", d.callsites_total);
+      } else {
+        print_sites(in, "top call sites live at the peak", d.callsites_at_peak);
+        print_sites(in, "top call sites over the run", d.callsites_total);
+      }
     }
     print_python_lines(in.stats.python_lines);
     print_forwarded(in);
@@ -421,13 +505,30 @@ void add_stats_command(CLI::App& app) {
   struct Options {
     std::vector<std::string> inputs;
     bool json = false;
+    bool full = false;
+    std::vector<std::string> frames;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("TRACE", o->inputs,
                   "luma traces, RMM logs or PyTorch memory snapshots (several: the ranks of a job)")
       ->required();
   cmd->add_flag("--json", o->json, "print JSON instead of text");
+  cmd->add_flag("--full", o->full,
+                "also the size histogram, the largest allocations and every call site (JSON: every call site)");
+  cmd->add_option("--frames", o->frames,
+                  "frames a call site shows (N, default 2), or 'native' to keep C++ frames after the Python ones "
+                  "(may be given twice: --frames native --frames 8)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->callback([o] {
+    FramesOption frames;
+    try {
+      frames = parse_frames_option(o->frames);
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "luma stats: %s\n", e.what());
+      throw ExitCode{kExitUsage};
+    }
     std::vector<Input> inputs;
     try {
       for (const auto& path : o->inputs) {
@@ -436,11 +537,15 @@ void add_stats_command(CLI::App& app) {
         ForwardedStats forwarded;
         in.run->set_forwarded_handler(
             [&forwarded](const core::trace::ForwardedCall& c) { forwarded.add(c); });
-        in.stats = compute_run_stats(*in.run);
-        in.run->set_forwarded_handler({});
-        in.forwarded = std::move(forwarded);
         if (!in.run->header().mappings.empty())
           in.symbolizer = std::make_unique<Symbolizer>(in.run->header().mappings);
+        in.sites = std::make_unique<CallSites>(*in.run, in.symbolizer.get(), frames);
+        RunStatsOptions options;
+        options.site_of = [sites = in.sites.get()](std::uint32_t stack) { return sites->site_of(stack); };
+        options.all_sites = o->full;
+        in.stats = compute_run_stats(*in.run, options);
+        in.run->set_forwarded_handler({});
+        in.forwarded = std::move(forwarded);
         inputs.push_back(std::move(in));
       }
     } catch (const std::exception& e) {
@@ -450,7 +555,7 @@ void add_stats_command(CLI::App& app) {
     if (o->json)
       print_json(inputs);
     else
-      print_text(inputs);
+      print_text(inputs, Shown{o->full});
   });
 }
 

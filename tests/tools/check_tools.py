@@ -47,6 +47,13 @@ End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
              counter is the timeline's total at every step (down at completion), its
              allocated `luma stats`' (down at the free request); thread names,
              categories and one allocation slice per alloc
+  torch_stats  `luma stats` of PyTorch snapshots (tests/torch_snapshot/data/training_p4.pickle,
+             and the recordings of ../shared/data/torch-snapshots when there): each site's
+             first frame is the program's, not the recorder's or the allocator's; --frames N
+             and native; the header names the file, the device and the window (no "pid
+             n/a"); the peak's stage and the peaks per stage (text and JSON); --full adds
+             the histogram, the largest allocations and every site; a bad --frames is one
+             line and exit 2
   outputs    an export follows a link to its target, leaves a user's FILE.tmp alone, writes
              to standard output (-, /dev/stdout) and a FIFO, leaves nothing when it fails
 --update rewrites the expected outputs (review the diff before committing it).
@@ -108,7 +115,11 @@ def case_stats():
     expect_file("golden_two.stats.json",
                 run("stats", "--json", "golden_small.trace", "golden_stacks.trace").stdout.encode())
     expect_file("golden_rmm.stats.json", run("stats", "--json", "golden_rmm.csv").stdout.encode())
-    expect_file("golden_small.stats.txt", run("stats", "golden_small.trace").stdout.encode())
+    expect_file("golden_small.stats.txt", run("stats", "--full", "golden_small.trace").stdout.encode())
+    # The default text leaves the histogram and the largest allocations to --full.
+    short = run("stats", "golden_small.trace").stdout
+    assert "size histogram" not in short and "largest allocations" not in short, short
+    assert "peak reserved      22.00 MiB" in short and "fragmentation      0.200" in short, short
     s = json.loads(run("stats", "--json", "golden_small.trace").stdout)
     d0 = s["runs"][0]["devices"][0]
     # Facts of the golden trace (make_golden.cpp), independent of the committed file.
@@ -131,10 +142,13 @@ def case_stats():
     assert v1 == v2, (v1, v2)
     rmm = json.loads(run("stats", "--json", "golden_rmm.csv").stdout)
     assert rmm["runs"][0]["forwarded_calls"] is None, rmm
-    st = json.loads(run("stats", "--json", "golden_stacks.trace").stdout)["runs"][0]["devices"][0]
+    st = json.loads(run("stats", "--json", "--frames", "3", "golden_stacks.trace").stdout)["runs"][0]["devices"][0]
     sites = st["top_callsites_total"]
     assert len(sites) == 2 and sites[0]["bytes"] == 4 * (2 << 20), sites
     assert [f["address"] for f in sites[0]["frames"]] == [0x555555557010, 0x555555557120, 0x555555558000]
+    # Two frames a site by default (--frames).
+    st2 = json.loads(run("stats", "--json", "golden_stacks.trace").stdout)["runs"][0]["devices"][0]
+    assert [f["address"] for f in st2["top_callsites_total"][0]["frames"]] == [0x555555557010, 0x555555557120], st2
     assert st["top_callsites_at_peak"][0]["count"] == 4, st["top_callsites_at_peak"]
     # The cache at the peak of reserved (docs/trace-format.md, "luma stats"): device 0 of
     # the small trace holds a 2 MiB segment with 2.5 KiB in use and a 20 MiB one with
@@ -170,6 +184,136 @@ def case_stats():
     text = run("stats", "golden_rmm.csv").stdout
     assert "pid n/a" in text and "pid 0" not in text and " s\n" not in text, text
     assert "peak reserved      n/a" in text and "fragmentation      n/a" in text, text
+
+
+# Frames that are never a site's first: the recorder's, the allocator's, the dispatcher's,
+# CPython's, nn.Module's call wrappers (tools/call_sites.cpp has the whole table).
+NOT_FIRST = ("unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "CUDACachingAllocator",
+             "at::detail::empty_", "empty_strided_cuda", "c10::impl::", "c10::Dispatcher", "at::_ops::",
+             "_PyEval_", "PyObject_", "__libc_start_main")
+
+
+def first_frames(devices):
+    for d in devices:
+        for key in ("top_callsites_at_peak", "top_callsites_total"):
+            for site in d[key]:
+                if site["frames"]:
+                    yield site["frames"][0]
+
+
+def check_first_frames(label, devices):
+    n = 0
+    for f in first_frames(devices):
+        n += 1
+        assert not any(x in f["function"] for x in NOT_FIRST), (label, f)
+        assert not f["file"].endswith("torch/cuda/memory.py"), (label, f)
+        assert not (f["file"].endswith("torch/nn/modules/module.py") and "_call_impl" in f["function"]), (label, f)
+    return n
+
+
+def case_torch_stats():
+    snap = os.path.join(DATA, "..", "torch_snapshot", "data", "training_p4.pickle")
+    j = json.loads(run("stats", "--json", snap).stdout)["runs"][0]
+    d = j["devices"][0]
+    assert check_first_frames("training_p4", j["devices"]) > 0
+    by_first = {}
+    for site in d["top_callsites_total"]:
+        by_first.setdefault((site["frames"][0]["file"].split("/")[-1], site["frames"][0]["line"]), site)
+    # The program's innermost frames, Python first, two by default: nn.Module's wrappers,
+    # CPython's and the allocator's frames gone; torch/cuda/memory.py gone.
+    fwd = by_first[("linear.py", 125)]
+    assert [(f["file"], f["line"]) for f in fwd["frames"]] == [
+        ("/venv/lib/python3.12/site-packages/torch/nn/modules/linear.py", 125), ("model.py", 30)], fwd
+    assert [(f["file"], f["function"]) for f in by_first[("train.py", 20)]["frames"]] == [
+        ("train.py", "setup"), ("train.py", "<module>")], by_first
+    # The autograd thread's allocation has no Python frame: its C++ frames, past the allocator's.
+    bwd = [s for s in d["top_callsites_total"] if s["frames"][0]["function"].startswith("torch::autograd::generated::")]
+    assert len(bwd) == 1 and bwd[0]["bytes"] == 10 << 20, d["top_callsites_total"]
+    # Sites are their frames: the two 10 MiB allocations of adamw.py:180 are one site.
+    step = by_first[("adamw.py", 180)]
+    assert step["bytes"] == 20 << 20 and step["count"] == 2, step
+    # --frames N; --frames native keeps the C++ frames after the Python ones.
+    j3 = json.loads(run("stats", "--json", "--frames", "3", snap).stdout)["runs"][0]["devices"][0]
+    fwd3 = [s for s in j3["top_callsites_total"] if s["frames"][0]["line"] == 125 and s["frames"][1]["line"] == 30]
+    assert [f["line"] for f in fwd3[0]["frames"]] == [125, 30, 50], fwd3
+    j1 = json.loads(run("stats", "--frames", "1", snap, "--json").stdout)["runs"][0]["devices"][0]  # options on both sides
+    assert all(len(s["frames"]) == 1 for s in j1["top_callsites_total"]), j1["top_callsites_total"]
+    # One frame each: linear.py:125 from model.py:30 and :31 is one site of 40 MiB.
+    assert any(s["bytes"] == 40 << 20 and s["count"] == 2 for s in j1["top_callsites_total"]), j1
+    jn = json.loads(run("stats", "--json", "--frames", "native", snap).stdout)["runs"][0]["devices"][0]
+    fwdn = [s for s in jn["top_callsites_total"] if s["frames"][0]["line"] == 125][0]
+    assert [f["function"] for f in fwdn["frames"]][2:] == [
+        "torch::autograd::THPVariable_mm(_object*, _object*, _object*)"], fwdn
+    check_first_frames("training_p4 --frames native", [jn])
+    text = run("stats", "--frames", "native", "--frames", "4", snap).stdout
+    assert "      torch::autograd::THPVariable_mm(" in text and "      train.py:90 <module>" in text, text
+    # The header: the file, its device, the window's time range; never "pid n/a".
+    text = run("stats", snap).stdout
+    lines = text.splitlines()
+    assert lines[0] == snap + " (PyTorch memory snapshot): device 0", lines[0]
+    assert lines[1] == "  window 0.051 s, 2023-11-14 22:13:20.001 to 22:13:20.052 UTC: 35 events", lines[1]
+    assert "n/a" not in lines[0] and "pid" not in text, text
+    assert j["window"] == {"first_time_us": 1700000000001000, "last_time_us": 1700000000052000}, j["window"]
+    # Stages: the peak (70 MiB, the step's temporary) in Optimizer.step; the peaks per stage.
+    assert "  peak in stage      Optimizer.step#AdamW.step\n" in text, text
+    assert d["stages_at_peak"] == ["Optimizer.step#AdamW.step"], d["stages_at_peak"]
+    stages = {st["name"]: st for st in d["stages"]}
+    assert list(stages) == ["Optimizer.zero_grad#AdamW.zero_grad", "forward", "backward",
+                            "Optimizer.step#AdamW.step"], list(stages)
+    assert stages["Optimizer.zero_grad#AdamW.zero_grad"]["peak_allocated_bytes"] is None, stages
+    assert [stages[n]["peak_allocated_bytes"] >> 20 for n in ("forward", "backward", "Optimizer.step#AdamW.step")] == \
+        [50, 60, 70], stages
+    assert all(stages[n]["peak_reserved_bytes"] == 100 << 20 for n in ("forward", "backward")), stages
+    assert "    backward        " in text and "60.00 MiB      100.00 MiB" in text, text
+    # --full: the histogram, the largest allocations and every site (13 over the run).
+    assert "size histogram" not in text and "largest allocations" not in text, text
+    assert text.count(" in 1 allocations\n") + text.count(" in 2 allocations\n") <= 20, text
+    full = run("stats", "--full", snap).stdout
+    assert "size histogram (requested):" in full and "largest allocations:" in full, full
+    over = full.split("  call sites over the run:\n")[1].split("top allocating")[0]
+    assert over.count(" allocations\n") == 18, over
+    jf = json.loads(run("stats", "--json", "--full", snap).stdout)["runs"][0]["devices"][0]
+    assert len(jf["top_callsites_total"]) == 18 and len(d["top_callsites_total"]) == 10, jf
+    # A bad --frames: one line, exit 2.
+    for bad in ("0", "x", "3x", "native2"):
+        p = run("stats", "--frames", bad, snap, expect=2)
+        assert p.stderr.count("\n") == 1 and "--frames " + bad + ":" in p.stderr, (bad, p.stderr)
+    # luma's own traces: the same depth on their symbolized native stacks.
+    trace = os.path.join(WORK, "stacks.trace")
+    subprocess.run([os.path.join(os.path.dirname(RECORD), "record_stacks"), trace], check=True)
+    site = json.loads(run("stats", "--json", "--frames", "1", trace).stdout)["runs"][0]["devices"][0]["top_callsites_total"][0]
+    assert len(site["frames"]) == 1 and "luma_test_allocating_function" in site["frames"][0]["function"], site
+
+    # The recordings of ../shared (skipped where absent): first frames, the training step's stage.
+    shared = os.path.join(DATA, "..", "..", "..", "shared", "data", "torch-snapshots")
+    if not os.path.isdir(shared):
+        print("skipped the shared recordings: no " + os.path.normpath(shared))
+        return
+    import gzip
+    for name in sorted(os.listdir(shared)):
+        if not name.endswith(".pickle.gz"):
+            continue
+        path = os.path.join(WORK, name[:-3])
+        with gzip.open(os.path.join(shared, name)) as src, open(path, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        r = json.loads(run("stats", "--json", path).stdout)["runs"][0]
+        n = check_first_frames(name, r["devices"])
+        text = run("stats", path).stdout
+        assert "pid" not in text.splitlines()[0] and "n/a on n/a" not in text, text[:400]
+        assert text.splitlines()[0].endswith("(PyTorch memory snapshot): device 0" if name != "state-only.pickle.gz"
+                                             else "(PyTorch memory snapshot): device 1"), text[:400]
+        if "training" in name:
+            # The optimizer's step is the one stage recorded; the peak falls in it at
+            # context 128 (AdamW's state made on the first step), in the forward and
+            # backward passes (outside every stage) at 256 to 1024.
+            dev = r["devices"][0]
+            at_peak = ["Optimizer.step#AdamW.step"] if name.startswith("gpt-medium_128_") else []
+            assert dev["stages_at_peak"] == at_peak, (name, dev["stages_at_peak"])
+            assert dev["stages"][0]["peak_allocated_bytes"] <= dev["peak_allocated_bytes"], dev["stages"]
+            assert [s["name"] for s in dev["stages"]] == ["Optimizer.step#AdamW.step"], (name, dev["stages"])
+            assert " window 0." in text.splitlines()[1] and " UTC: " in text.splitlines()[1], text[:400]
+        print("%s: %d lines, %d first frames checked" % (name, len(text.splitlines()), n))
+        os.unlink(path)
 
 
 def case_exports():
@@ -752,5 +896,6 @@ def case_expandable():
  "no_overwrite": case_no_overwrite, "outputs": case_outputs, "rmm_frees": case_rmm_frees, "rmm_rows": case_rmm_rows, "latin1": case_latin1,
  "fifo_module": case_fifo_module, "memviz_viewer": case_memviz_viewer,
  "memviz_fields": case_memviz_fields, "memviz_window": case_memviz_window,
- "expandable": case_expandable, "chrome_story": case_chrome_story}[CASE]()
+ "expandable": case_expandable, "chrome_story": case_chrome_story,
+ "torch_stats": case_torch_stats}[CASE]()
 print("ok:", CASE)
