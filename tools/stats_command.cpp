@@ -336,8 +336,9 @@ void print_snapshot_header(const Input& in, const core::TorchSnapshot& snap) {
              devices.empty() ? "none" : devices);
   if (in.run->records_times() && snap.first_time_us && snap.last_time_us) {
     const std::string first = utc_text(*snap.first_time_us), last = utc_text(*snap.last_time_us);
-    fmt::print("  window {:.3f} s, {} to {} UTC: {} events\n",
-               double(*snap.last_time_us - *snap.first_time_us) / 1e6, first,
+    const std::int64_t us = *snap.last_time_us - *snap.first_time_us;
+    fmt::print("  window {}, {} to {} UTC: {} events\n",
+               us >= 10000 ? fmt::format("{:.3f} s", double(us) / 1e6) : fmt::format("{} us", us), first,
                last.substr(0, 10) == first.substr(0, 10) ? last.substr(11) : last, in.stats.events);
   } else {
     fmt::print("  window: {} events in the order recorded (no time_us in the snapshot: no clock)\n", in.stats.events);

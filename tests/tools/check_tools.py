@@ -254,6 +254,9 @@ def case_torch_stats():
     assert lines[1] == "  window 0.051 s, 2023-11-14 22:13:20.001 to 22:13:20.052 UTC: 35 events", lines[1]
     assert "n/a" not in lines[0] and "pid" not in text, text
     assert j["window"] == {"first_time_us": 1700000000001000, "last_time_us": 1700000000052000}, j["window"]
+    # A window shorter than 10 ms in microseconds.
+    w = run("stats", os.path.join(os.path.dirname(snap), "window_p4.pickle")).stdout.splitlines()
+    assert w[1].startswith("  window 7 us, 2023-11-14 22:13:20.000 to 22:13:20.000 UTC: "), w[:2]
     # Stages: the peak (70 MiB, the step's temporary) in Optimizer.step; the peaks per stage.
     assert "  peak in stage      Optimizer.step#AdamW.step\n" in text, text
     assert d["stages_at_peak"] == ["Optimizer.step#AdamW.step"], d["stages_at_peak"]
