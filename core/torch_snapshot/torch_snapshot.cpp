@@ -87,6 +87,7 @@ struct Where {
 // One trace entry, as the replay needs it.
 struct Entry {
   Action action = Action::unknown;
+  std::size_t index = 0;  // in device_traces[d]: entries outside a MemPool's segments are left out
   std::uint64_t addr = 0;
   std::uint64_t size = 0;
   std::int64_t stream = 0;
@@ -112,11 +113,21 @@ struct LiveBlock {
   Where where;
 };
 
+// A segment at the dump: [address, address + total_size).
+struct SegmentRange {
+  std::uint64_t address = 0, end = 0;
+};
+
 struct DeviceState {
   std::vector<Entry> entries;
   std::uint64_t reserved_at_dump = 0;
   std::vector<LiveBlock> live_blocks;  // state active_allocated
+  std::vector<SegmentRange> segments;
+  bool expandable = false;  // a segment with is_expandable True
 };
+
+// segment_pool_id of a segment: (0, 0) is the default pool, as PyTorch writes it.
+using PoolId = std::pair<std::int64_t, std::int64_t>;
 
 // A fact of the whole process and where it showed.
 struct SeenFact {
@@ -187,6 +198,7 @@ class SnapshotReader {
   std::unordered_map<const void*, std::uint32_t> frame_by_node_;
   std::unordered_map<std::string, std::uint32_t> frame_by_text_;
   std::unordered_set<std::string> unknown_seen_;
+  std::vector<PoolId> pools_;  // the segments' segment_pool_id, distinct
   std::vector<SeenFact> facts_;  // the first of each kind, by time
 };
 
@@ -266,7 +278,26 @@ void SnapshotReader::read_segments(const PickleValue& list) {
     DeviceState& d = devices_[device];
     if (total > std::numeric_limits<std::uint64_t>::max() - d.reserved_at_dump)
       bad(w, "the segments' total_size add up past 2^64 bytes");
+    if (address > std::numeric_limits<std::uint64_t>::max() - total)
+      bad(w, fmt::format("'address' {:#x} and 'total_size' {} pass 2^64", address, total));
     d.reserved_at_dump += total;
+    d.segments.push_back({address, address + total});
+    // segment_pool_id (PyTorch 2.1+): the private pool (a MemPool, a CUDA graph's) that owns
+    // the segment as a pair (a, b), (0, 0) for the default pools.
+    PoolId pool{0, 0};
+    if (const PickleValue* v = s.find("segment_pool_id"); v && !v->is(Kind::none)) {
+      if ((!v->is(Kind::tuple) && !v->is(Kind::list)) || v->items().size() != 2 ||
+          !v->items()[0].is(Kind::integer) || !v->items()[1].is(Kind::integer))
+        bad(w, fmt::format("'segment_pool_id' is {}, not a pair of ints", v->is(Kind::tuple) || v->is(Kind::list)
+                                                                               ? fmt::format("a {} of {}", PickleValue::kind_name(v->kind()), v->items().size())
+                                                                               : PickleValue::kind_phrase(v->kind())));
+      pool = {int_value(v->items()[0], "segment_pool_id", w), int_value(v->items()[1], "segment_pool_id", w)};
+    }
+    if (std::find(pools_.begin(), pools_.end(), pool) == pools_.end()) pools_.push_back(pool);
+    if (const PickleValue* v = s.find("is_expandable"); v && !v->is(Kind::none)) {
+      if (!v->is(Kind::boolean)) wrong_type(w, "is_expandable", *v, "a bool");
+      d.expandable = d.expandable || v->as_bool();
+    }
     const PickleValue* blocks = s.find("blocks");
     if (!blocks) continue;
     const PickleValue::Items& items = need_list(*blocks, "blocks", w);
@@ -318,18 +349,26 @@ TorchDevice SnapshotReader::replay(std::size_t device, DeviceState& state, std::
   std::vector<Event> events;
   std::unordered_map<std::uint64_t, std::size_t> live;     // address -> window allocation
   std::unordered_map<std::uint64_t, std::size_t> pending;  // address -> entry of its free_requested
-  const bool records_requests = std::any_of(entries.begin(), entries.end(), [](const Entry& e) {
-    return e.action == Action::free_requested;
-  });
+  auto has = [&](Action a) {
+    return std::any_of(entries.begin(), entries.end(), [a](const Entry& e) { return e.action == a; });
+  };
+  const bool records_requests = has(Action::free_requested);
+  const bool records_completions = has(Action::free_completed);
+  const bool records_segment_allocs = has(Action::segment_alloc), records_segment_frees = has(Action::segment_free);
+  const bool records_maps = has(Action::segment_map), records_unmaps = has(Action::segment_unmap);
+  // Frees but no alloc entry (skip_actions=['alloc']): nothing to replay. The frees are
+  // not made allocations of the window's start, as they would be for a window that began
+  // late: only the blocks allocated at the dump are.
+  const bool no_allocs = !has(Action::alloc) && (records_requests || records_completions);
   bool request_before_window = false;
-  auto where = [&](std::size_t i) { return Where{Where::trace_entry, device, i}; };
+  auto where = [&](std::size_t i) { return Where{Where::trace_entry, device, entries[i].index}; };
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
     switch (e.action) {
       case Action::alloc: {
         if (const auto it = live.find(e.addr); it != live.end())
           bad(where(i), fmt::format("alloc at {:#x}, which is allocated and not freed since device_traces[{}][{}]",
-                                    e.addr, device, events[it->second].entry));
+                                    e.addr, device, entries[events[it->second].entry].index));
         pending.erase(e.addr);
         const Where w = where(i);
         live.emplace(e.addr, events.size());
@@ -339,6 +378,7 @@ TorchDevice SnapshotReader::replay(std::size_t device, DeviceState& state, std::
       }
       case Action::free_requested:
       case Action::free_completed: {
+        if (no_allocs) break;
         if (e.action == Action::free_completed) {
           if (pending.erase(e.addr) != 0) break;  // its request was the free
         }
@@ -349,7 +389,7 @@ TorchDevice SnapshotReader::replay(std::size_t device, DeviceState& state, std::
         } else if (e.action == Action::free_requested && pending.count(e.addr) != 0) {
           bad(where(i), fmt::format("free_requested at {:#x}, which device_traces[{}][{}] freed already and "
                                     "nothing allocated since",
-                                    e.addr, device, pending[e.addr]));
+                                    e.addr, device, entries[pending[e.addr]].index));
         } else if (e.action == Action::free_completed && records_requests) {
           // requested before the window began: that block was not live in it
           request_before_window = true;
@@ -432,23 +472,59 @@ TorchDevice SnapshotReader::replay(std::size_t device, DeviceState& state, std::
   out.recorded_reserved_end_bytes = state.reserved_at_dump;
   std::uint64_t reserved = state.reserved_at_dump;
   std::vector<std::pair<std::size_t, std::uint64_t>> after;  // (entry, reserved after it), backwards
+  // A walk below zero where the window has segment entries of the one kind but none of the
+  // kind that gives bytes back: skip_actions left those out. Counted forward then.
+  std::optional<Action> unreturned;  // segment_alloc or segment_map: its give-back kind missing
   for (std::size_t i = entries.size(); i-- > 0;) {
     const Entry& e = entries[i];
     if (!is_segment_action(e.action)) continue;
     after.emplace_back(i, reserved);
     if (e.action == Action::segment_alloc || e.action == Action::segment_map) {
-      if (e.size > reserved)
+      if (e.size > reserved) {
+        if ((e.action == Action::segment_alloc && !records_segment_frees) ||
+            (e.action == Action::segment_map && !records_unmaps)) {
+          unreturned = e.action;
+          break;
+        }
         bad(where(i), fmt::format("PyTorch's reserved bytes, walked back from the segments at the dump ({} B), "
                                   "go below zero here ({} B before this {} of {} B): the trace and the segments "
                                   "disagree (were segment entries left out with skip_actions?)",
                                   state.reserved_at_dump, reserved, e.action == Action::segment_alloc ? "segment_alloc" : "segment_map",
                                   e.size));
+      }
       reserved -= e.size;
     } else {
       if (e.size > std::numeric_limits<std::uint64_t>::max() - reserved)
         bad(where(i), "PyTorch's reserved bytes, walked back from the dump, pass 2^64");
       reserved += e.size;
     }
+  }
+  auto sat_add = [](std::uint64_t a, std::uint64_t b) {
+    return b > std::numeric_limits<std::uint64_t>::max() - a ? std::numeric_limits<std::uint64_t>::max() : a + b;
+  };
+  if (unreturned) {
+    // Forward, giving nothing back that the window does not: from the least the start can
+    // have been (the dump's bytes, less what the window reserved, plus what it gave back).
+    std::uint64_t adds = 0, removes = 0;
+    for (const Entry& e : entries) {
+      if (e.action == Action::segment_alloc || e.action == Action::segment_map) adds = sat_add(adds, e.size);
+      if (e.action == Action::segment_free || e.action == Action::segment_unmap) removes = sat_add(removes, e.size);
+    }
+    const std::uint64_t up = sat_add(state.reserved_at_dump, removes);
+    reserved = up > adds ? up - adds : 0;
+    after.clear();
+    std::uint64_t r = reserved;
+    std::vector<std::pair<std::size_t, std::uint64_t>> forward;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const Entry& e = entries[i];
+      if (!is_segment_action(e.action)) continue;
+      if (e.action == Action::segment_alloc || e.action == Action::segment_map)
+        r = sat_add(r, e.size);
+      else
+        r = e.size > r ? 0 : r - e.size;
+      forward.emplace_back(i, r);
+    }
+    after.assign(forward.rbegin(), forward.rend());
   }
   out.recorded_reserved_start_bytes = reserved;
   out.recorded_peak_reserved_bytes = reserved;
@@ -464,7 +540,50 @@ TorchDevice SnapshotReader::replay(std::size_t device, DeviceState& state, std::
         {seq.has_times ? time[i] : op_before_entry[i], op_before_entry[i], it->second, action, e.addr, e.size});
     out.recorded_peak_reserved_bytes = std::max(out.recorded_peak_reserved_bytes, it->second);
   }
-  out.incomplete = n_before > 0 || out.recorded_reserved_start_bytes > 0 || request_before_window;
+  if (unreturned) out.recorded_peak_reserved_bytes = std::max(out.recorded_peak_reserved_bytes, state.reserved_at_dump);
+  out.expandable_segments = state.expandable || records_maps || records_unmaps;
+
+  // What the window lacks (skip_actions), seen from the entries it has.
+  std::vector<std::string> parts;
+  auto lack = [&](std::string_view kind, std::string why) {
+    out.missing_actions.emplace_back(kind);
+    parts.push_back(std::move(why));
+  };
+  if (no_allocs) {
+    std::size_t frees = 0;
+    for (const Entry& e : entries)
+      frees += e.action == Action::free_requested || e.action == Action::free_completed ? 1 : 0;
+    lack("alloc", fmt::format("no alloc entries, so nothing to replay: its {} free entries make no allocation, the "
+                              "sequence is the blocks allocated at the dump ({})",
+                              frees, n_before));
+  }
+  if (records_completions && !records_requests)
+    lack("free_requested", "no free_requested entries: each free is its free_completed (after the block's streams)");
+  if (records_requests && !records_completions)
+    lack("free_completed", "no free_completed entries: each free is its free_requested");
+  if (records_segment_frees && !records_segment_allocs)
+    lack("segment_alloc", "no segment_alloc entries though it has segment_free ones: reserved, walked back from the "
+                          "dump, counts no segment as reserved in the window (the most it can have been)");
+  if (unreturned == Action::segment_alloc)
+    lack("segment_free", fmt::format("no segment_free entries though it reserves segments the dump does not hold: "
+                                     "reserved counted forward with no segment given back, from {} B at its start "
+                                     "(at least that)",
+                                     out.recorded_reserved_start_bytes));
+  if (unreturned == Action::segment_map)
+    lack("segment_unmap", fmt::format("no segment_unmap entries though it maps ranges the dump does not hold: "
+                                      "reserved counted forward with nothing unmapped, from {} B at its start "
+                                      "(at least that)",
+                                      out.recorded_reserved_start_bytes));
+  if (!out.missing_actions.empty()) {
+    std::string kinds, why;
+    for (std::size_t k = 0; k < out.missing_actions.size(); ++k) {
+      kinds += (k ? ", " : "") + out.missing_actions[k];
+      why += (k ? "; " : "") + parts[k];
+    }
+    out.lacks = fmt::format("device {}'s window lacks {} entries (recorded with skip_actions?): {}", device, kinds, why);
+  }
+  out.incomplete = n_before > 0 || out.recorded_reserved_start_bytes > 0 || request_before_window || no_allocs ||
+                   unreturned.has_value();
 
   // Facts: a stream of the program's own (PyTorch's side streams are made non-blocking).
   auto note_stream = [&](std::int64_t stream, std::size_t op, std::optional<std::uint64_t> t, const std::string& at) {
@@ -519,34 +638,87 @@ void SnapshotReader::add_facts(TorchSnapshot& snap, const std::vector<SeenFact>&
 TorchSnapshot SnapshotReader::read(const PickleValue& top, int protocol) {
   out_.protocol = protocol;
   out_.stacks.emplace_back();  // 0: no frames
-  if (!top.is(Kind::dict))
+  // MemPool.snapshot() and torch.cuda.memory_snapshot(mempool_id) return
+  // torch._C._cuda_memorySnapshot(mempool_id)["segments"] (torch/cuda/memory.py): a list of
+  // segment dicts, pickled by the program; with a pool's id only that pool's segments
+  // (CUDACachingAllocator.cpp, snapshot(mempool_id): get_private_pool_head_blocks).
+  const bool segments_only = top.is(Kind::list) && (top.items().empty() || top.items()[0].is(Kind::dict));
+  if (!top.is(Kind::dict) && !segments_only)
     throw PlanInputError(fmt::format("{}: the pickle holds {}, not a dict: not a PyTorch memory snapshot", source_,
                                      PickleValue::kind_phrase(top.kind())));
-  const PickleValue* segments = top.find("segments");
-  const PickleValue* traces = top.find("device_traces");
-  if (!segments || !traces)
-    throw PlanInputError(fmt::format("{}: the pickle's dict has no '{}' key: not a PyTorch memory snapshot "
+  const PickleValue* segments = segments_only ? &top : top.find("segments");
+  const PickleValue* traces = segments_only ? nullptr : top.find("device_traces");
+  if (!segments)
+    throw PlanInputError(fmt::format("{}: the pickle's dict has no 'segments' key: not a PyTorch memory snapshot "
                                      "(torch.cuda.memory._dump_snapshot writes 'segments' and 'device_traces')",
-                                     source_, segments ? "device_traces" : "segments"));
+                                     source_));
   read_segments(*segments);
-  const PickleValue::Items& per_device = need_list(*traces, "device_traces", Where{});
+  // One private pool owns every segment: a MemPool's snapshot, or _cuda_memorySnapshot(pool
+  // id) (its device_traces, where kept, are the whole device's: record_trace keeps one ring
+  // buffer a device, whatever the pool).
+  const bool one_pool = pools_.size() == 1 && pools_[0] != PoolId{0, 0};
+  if (one_pool) {
+    out_.pool = pools_[0];
+    out_.note = fmt::format("reserved from pool ({},{})'s segments only: a MemPool snapshot", pools_[0].first,
+                            pools_[0].second);
+  }
+  if (!traces) {
+    out_.note = one_pool ? out_.note + fmt::format(" ({}, no trace: the blocks allocated at the dump)",
+                                                   segments_only ? "MemPool.snapshot()" : "no device_traces")
+                         : fmt::format("segments only ({}, no trace): the blocks allocated at the dump",
+                                       segments_only ? "torch.cuda.memory_snapshot()" : "no device_traces");
+  }
+  const PickleValue::Items no_traces;
+  const PickleValue::Items& per_device = traces ? need_list(*traces, "device_traces", Where{}) : no_traces;
   if (per_device.size() > 65536) bad(Where{}, fmt::format("'device_traces' has {} devices", per_device.size()));
   std::optional<std::int64_t> origin_us;
+  std::size_t outside_pool = 0;
   for (std::size_t d = 0; d < per_device.size(); ++d) {
     const PickleValue::Items& list = need_list(per_device[d], "device_traces", Where{Where::trace_list, d});
     if (list.empty()) continue;
     DeviceState& state = devices_[d];
     state.entries.reserve(list.size());
+    std::sort(state.segments.begin(), state.segments.end(),
+              [](const SegmentRange& a, const SegmentRange& b) { return a.address < b.address; });
+    auto in_pool = [&](const Entry& e) {
+      if (e.action == Action::unknown || e.action == Action::snapshot || e.action == Action::oom ||
+          e.action == Action::annotate)
+        return true;
+      auto it = std::upper_bound(state.segments.begin(), state.segments.end(), e.addr,
+                                 [](std::uint64_t a, const SegmentRange& r) { return a < r.address; });
+      return it != state.segments.begin() && e.addr < std::prev(it)->end;
+    };
     for (std::size_t i = 0; i < list.size(); ++i) {
-      state.entries.push_back(read_entry(list[i], Where{Where::trace_entry, d, i}));
-      if (const auto& t = state.entries.back().time_us) {
+      Entry e = read_entry(list[i], Where{Where::trace_entry, d, i});
+      e.index = i;
+      if (one_pool && !in_pool(e)) {  // another pool's
+        ++outside_pool;
+        continue;
+      }
+      if (const auto& t = e.time_us) {
         origin_us = origin_us ? std::min(*origin_us, *t) : *t;
         out_.last_time_us = out_.last_time_us ? std::max(*out_.last_time_us, *t) : *t;
       }
+      state.entries.push_back(e);
     }
+    if (state.entries.empty() && state.segments.empty()) devices_.erase(d);  // only other pools' entries
   }
+  if (one_pool && traces)
+    out_.note += fmt::format("; of the device traces (the whole devices') only the entries within its segments are "
+                             "read ({} left out; a segment of the pool given back within the window is not seen)",
+                             outside_pool);
   out_.first_time_us = origin_us;
-  for (auto& [device, state] : devices_) out_.devices.push_back(replay(device, state, origin_us));
+  for (auto& [device, state] : devices_) {
+    out_.devices.push_back(replay(device, state, origin_us));
+    for (const std::string& kind : out_.devices.back().missing_actions)
+      if (std::find(out_.missing_actions.begin(), out_.missing_actions.end(), kind) == out_.missing_actions.end())
+        out_.missing_actions.push_back(kind);
+  }
+  std::vector<std::string> ordered;
+  for (std::string_view kind : kLackable)
+    if (std::find(out_.missing_actions.begin(), out_.missing_actions.end(), kind) != out_.missing_actions.end())
+      ordered.emplace_back(kind);
+  out_.missing_actions = std::move(ordered);
   if (origin_us) read_stages(top, *origin_us);
 
   // A second device is a second context, from its first op on (by the clock, on the others).
@@ -657,6 +829,8 @@ bool TorchSnapshotReader::accepts(std::string_view head) noexcept {
   if (protocol < 2 || protocol > 5) return false;
   std::size_t at = 2;
   if (head.size() > at && static_cast<unsigned char>(head[at]) == 0x95) at += 9;  // FRAME and its length
+  if (head.size() > at && head[at] == ']')  // EMPTY_LIST: MemPool.snapshot()'s list of segments
+    return has_key(head, "device") && has_key(head, "total_size");
   if (head.size() <= at || head[at] != '}') return false;  // EMPTY_DICT: the top level is a dict
   return has_key(head, "segments") || has_key(head, "device_traces");
 }

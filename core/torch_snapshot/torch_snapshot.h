@@ -13,6 +13,33 @@
 //                   record_function), read as stages; annotate entries of device_traces
 //                   with a stage and a name are read the same way
 //   allocator_settings (newer versions), and others, not read.
+// A segment's segment_pool_id (a pair, (0, 0) the default pools) and is_expandable (a bool)
+// are read where present; either of another type is an error naming the segment.
+//
+// A MemPool's snapshot: torch.cuda.MemPool(...).snapshot() (PyTorch 2.5+) returns
+// torch.cuda.memory_snapshot(pool.id), which is torch._C._cuda_memorySnapshot(pool.id)
+// ["segments"] (torch/cuda/memory.py): the list of that pool's segments alone
+// (c10/cuda/CUDACachingAllocator.cpp snapshot(mempool_id): get_private_pool_head_blocks),
+// pickled as the program saves it. Read as a snapshot of segments without device_traces,
+// as is a dict without 'device_traces' and a list of the segments of all pools
+// (torch.cuda.memory_snapshot()): the blocks allocated at the dump. Where one private pool
+// owns every segment, the snapshot is that pool's (TorchSnapshot::pool): reserved comes from
+// its segments only, and TorchSnapshot::note says so. A dict of one pool's segments with
+// device_traces (_cuda_memorySnapshot(pool id) dumped whole) has the whole device's trace
+// (record_trace keeps one ring buffer a device): only the entries within the pool's
+// segments at the dump are read, so a pool segment given back within the window is not seen
+// (the note says how many were left out).
+//
+// skip_actions: _record_memory_history(skip_actions=[...]) leaves entries of those actions
+// out of device_traces (record_trace: skip_actions_list). What a window lacks, seen from the
+// entries it has, is TorchDevice::missing_actions (and TorchDevice::lacks, one line), and the
+// figures are made of what is there: no free_requested (but free_completed): each free is
+// its completion; no free_completed: each free is its request; no alloc (but frees):
+// nothing to replay, the frees make no allocation, the sequence is the blocks allocated at
+// the dump; segment_free but no segment_alloc: the walk below counts no segment as new in
+// the window, the most reserved can have been; segment_alloc (segment_map) but no
+// segment_free (segment_unmap) where the walk below goes below zero: reserved counted
+// forward with nothing given back, from the least the start can have been.
 // Fields and actions as torch/csrc/cuda/Module.cpp (_cuda_memorySnapshot) and
 // c10/cuda/CUDACachingAllocator.cpp (record_trace) write them: an alloc entry's size is
 // the bytes requested; free_requested (the program's free) and free_completed (the block
@@ -43,7 +70,16 @@
 // segment entries (alloc and map add bytes going forward, so they are taken off going
 // back) this gives the reserved bytes at every moment of the window and their peak, exact
 // even when the window dropped the start of the run. A walk that goes below zero means
-// the trace and the segments disagree (a segment_free left out by skip_actions): an error.
+// the trace and the segments disagree: an error, unless the window has no entry of the kind
+// that gives the bytes back (skip_actions, above).
+//
+// Expandable segments (expandable_segments:True) reserve by mapping: segment_map /
+// segment_unmap entries (DeviceCachingAllocator::map_block / unmap_block) and no
+// segment_alloc (alloc_block returns before recording one), and the dump reports each
+// contiguous mapped range as a segment with is_expandable True (snapshot(): "one segment
+// for each contiguous mapped range"): mapped bytes count up on segment_map and down on
+// segment_unmap, as map_block and unmap_block change reserved_bytes. The dump's reserved
+// is the sum of those ranges. TorchDevice::expandable_segments.
 //
 // Bad input - a damaged pickle, another pickle, a field missing or of the wrong type - ends
 // in a PlanInputError naming the source and the byte offset or the field
@@ -108,6 +144,17 @@ struct TorchDevice {
   std::vector<TorchReservedStep> reserved;
   std::uint64_t recorded_reserved_end_bytes = 0;
   std::uint64_t recorded_peak_reserved_bytes = 0;
+  // Expandable segments: a segment of the dump with is_expandable True, or segment_map /
+  // segment_unmap entries in the window.
+  bool expandable_segments = false;
+  // The action kinds the window lacks, as PyTorch names them ("free_requested", "alloc",
+  // "segment_free", ...; in the order of kLackable): what _record_memory_history(skip_actions=
+  // [...]) leaves out, seen from the entries the window has (see the header's comment).
+  // Empty when nothing shows missing.
+  std::vector<std::string> missing_actions;
+  // One line saying what the window lacks and what the figures are made of then; empty
+  // when missing_actions is.
+  std::string lacks;
 };
 
 // A stage of the run: a named range PyTorch recorded, from its START to its END on the
@@ -133,7 +180,18 @@ struct TorchSnapshot {
   std::vector<TorchFrame> frames;
   std::vector<std::vector<std::uint32_t>> stacks;
   std::vector<std::string> unknown_actions;  // distinct, in order of first appearance
+  // The devices' missing_actions together, distinct, in the order of kLackable.
+  std::vector<std::string> missing_actions;
+  // A MemPool's snapshot (every segment of one private pool): its segment_pool_id.
+  std::optional<std::pair<std::int64_t, std::int64_t>> pool;
+  // What the file is when it is not a whole _snapshot(): one line, for a tool to print
+  // ("reserved from pool (1,0)'s segments only: a MemPool snapshot ..."); empty otherwise.
+  std::string note;
 };
+
+// The action kinds a window can be found to lack, in order.
+inline constexpr std::string_view kLackable[] = {"alloc", "free_requested", "free_completed", "segment_alloc",
+                                                 "segment_free", "segment_unmap"};
 
 class TorchSnapshotReader {
  public:
@@ -143,7 +201,9 @@ class TorchSnapshotReader {
   // (after a FRAME) EMPTY_DICT, the top level being a dict, and within the head the key
   // "segments" or "device_traces" written as a pickle string (SHORT_BINUNICODE, or
   // BINUNICODE as protocol 2 and PyTorch's C++ pickler write it). PyTorch writes
-  // "segments" as the dict's first key, within its first 24 bytes.
+  // "segments" as the dict's first key, within its first 24 bytes. Or, a MemPool's
+  // snapshot: EMPTY_LIST, the top level a list, and the keys "device" and "total_size" of
+  // its first segment (the first and the third key of a segment, as PyTorch writes it).
   static bool accepts(std::string_view head) noexcept;
   // Reads a whole snapshot; `source` names it in messages. Throws PlanInputError.
   static TorchSnapshot read(std::string_view bytes, const std::string& source, const PickleLimits& limits = {});

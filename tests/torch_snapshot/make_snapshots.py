@@ -16,6 +16,16 @@ Deterministic: the same files every run.
                                         allocator's, the dispatcher's, CPython's around the
                                         program's), external_annotations (zero_grad, step,
                                         a record_function range) and annotate entries
+  mempool_p4.pickle                     MemPool.snapshot(): a list of one pool's segments
+                                        (torch.cuda.memory_snapshot(pool.id)), no trace
+  mempool_traces_p4.pickle              torch._C._cuda_memorySnapshot(pool.id) dumped whole: the
+                                        pool's segments, the whole device's trace
+  skip_actions_p4.pickle                recorded with skip_actions=['free_requested',
+                                        'segment_free']: completions only, segments gone
+                                        without a segment_free
+  expandable_p4.pickle                  expandable_segments:True: segment_map / segment_unmap
+                                        entries, the dump's mapped ranges as segments with
+                                        is_expandable True
 
 Usage: make_snapshots.py OUTDIR
 """
@@ -45,13 +55,13 @@ def block(address, size, requested, state, frames=None):
             "frames": frames if frames is not None else []}
 
 
-def segment(device, address, total, blocks, stream=0, expandable=False):
+def segment(device, address, total, blocks, stream=0, expandable=False, pool=(0, 0)):
     allocated = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
     return {"device": device, "address": address, "total_size": total,
             "allocated_size": allocated, "active_size": allocated,
             "requested_size": sum(b["requested_size"] for b in blocks if b["state"] != "inactive"),
             "stream": stream, "segment_type": "large" if total > 2 * MIB else "small",
-            "segment_pool_id": (0, 0), "is_expandable": expandable, "frames": [],
+            "segment_pool_id": pool, "is_expandable": expandable, "frames": [],
             "blocks": blocks}
 
 
@@ -246,6 +256,72 @@ def training_snapshot():
             "external_annotations": annotations}
 
 
+# ---- a MemPool's snapshot, skip_actions, expandable segments -----------------------------
+
+POOL = (1, 0)  # the first MemPool's id: (uid, 0) as torch.cuda.MemPool() makes it
+P0 = 0x7F3000000000  # the pool's segments: 2 MiB and 20 MiB
+P1 = 0x7F3000200000
+OTHER = 0x7F4000000000  # a default-pool segment of the same device: not the pool's
+
+
+def mempool_segments():
+    return [segment(0, P0, 2 * MIB, [block(P0, 4096, 4000, "active_allocated", STACK_AB),
+                                     block(P0 + 4096, 2 * MIB - 4096, 0, "inactive")], pool=POOL),
+            segment(0, P1, 20 * MIB, [block(P1, 20 * MIB, 0, "inactive")], pool=POOL)]
+
+
+def mempool_snapshot():
+    """MemPool.snapshot(): 22 MiB reserved in the pool, one block of 4000 B allocated."""
+    return mempool_segments()
+
+
+def mempool_traces_snapshot():
+    """The pool's segments, and device 0's whole trace: the pool's 20 MiB segment reserved
+    and a 3 MiB block in it allocated and freed, the 4000 B block allocated; around them the
+    default pool's segment and a block in it, which are not the pool's."""
+    trace = [entry("segment_alloc", OTHER, 2 * MIB, 1), entry("alloc", OTHER, 512, 2, frames=STACK_C),
+             entry("alloc", P0, 4000, 3, frames=STACK_AB), entry("segment_alloc", P1, 20 * MIB, 4),
+             entry("alloc", P1, 3 * MIB, 5, frames=STACK_AB), entry("free_requested", P1, 3 * MIB, 6),
+             entry("free_completed", P1, 3 * MIB, 7), entry("free_requested", OTHER, 512, 8),
+             entry("free_completed", OTHER, 512, 9)]
+    return {"segments": mempool_segments(), "device_traces": [trace],
+            "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1,
+                                   "garbage_collection_threshold": 0.0, "expandable_segments": False}}
+
+
+def skip_actions_snapshot():
+    """skip_actions=['free_requested', 'segment_free']: a 2 MiB segment and a 20 MiB one
+    reserved, then the 20 MiB one given back (no entry); A 1000 B and B 5 MiB, freed (only
+    their completions). At the dump: the 2 MiB segment, empty."""
+    s2, s20 = 0x7F5000000000, 0x7F5000200000
+    trace = [entry("segment_alloc", s2, 2 * MIB, 1), entry("alloc", s2, 1000, 2, frames=STACK_AB),
+             entry("segment_alloc", s20, 20 * MIB, 3), entry("alloc", s20, 5 * MIB, 4, frames=STACK_C),
+             entry("free_completed", s20, 5 * MIB, 5), entry("free_completed", s2, 1000, 6)]
+    segments = [segment(0, s2, 2 * MIB, [block(s2, 2 * MIB, 0, "inactive")])]
+    return {"segments": segments, "device_traces": [trace],
+            "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1,
+                                   "garbage_collection_threshold": 0.0, "expandable_segments": False}}
+
+
+def expandable_snapshot():
+    """expandable_segments:True, one segment of the device's address space at E: map
+    [E, E+20 MiB), A 12 MiB at E, map [E+20, E+40 MiB), B 16 MiB at E+12 MiB, free A, unmap
+    A's pages [E, E+12 MiB). Reserved: 20, 40, 28 MiB. At the dump [E+12, E+40 MiB) is
+    mapped, B in it: one range, one segment of 28 MiB with is_expandable True."""
+    e = 0x7F6000000000
+    trace = [entry("segment_map", e, 20 * MIB, 1), entry("alloc", e, 12 * MIB, 2, frames=STACK_AB),
+             entry("segment_map", e + 20 * MIB, 20 * MIB, 3),
+             entry("alloc", e + 12 * MIB, 16 * MIB, 4, frames=STACK_AB),
+             entry("free_requested", e, 12 * MIB, 5, frames=STACK_AB),
+             entry("free_completed", e, 12 * MIB, 6, frames=STACK_AB),
+             entry("segment_unmap", e, 12 * MIB, 7)]
+    segments = [segment(0, e + 12 * MIB, 28 * MIB, [block(e + 12 * MIB, 16 * MIB, 16 * MIB, "active_allocated", STACK_AB),
+                                                    block(e + 28 * MIB, 12 * MIB, 0, "inactive")], expandable=True)]
+    return {"segments": segments, "device_traces": [trace],
+            "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "max_split_size": -1,
+                                   "garbage_collection_threshold": 0.0, "expandable_segments": True}}
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -256,6 +332,10 @@ def main():
         pickle.dump(full_snapshot(), f, protocol=4)
     with open(os.path.join(out, "training_p4.pickle"), "wb") as f:
         pickle.dump(training_snapshot(), f, protocol=4)
+    for name, make in (("mempool", mempool_snapshot), ("mempool_traces", mempool_traces_snapshot),
+                       ("skip_actions", skip_actions_snapshot), ("expandable", expandable_snapshot)):
+        with open(os.path.join(out, f"{name}_p4.pickle"), "wb") as f:
+            pickle.dump(make(), f, protocol=4)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 // shape: a complete window; a window that dropped the run's start (frees of blocks it
 // never saw allocated, blocks allocated all along, segments reserved before it); expandable
 // segments mapped and unmapped; two devices; free_completed without free_requested; no
-// clock. PyTorch's reserved bytes and their peak exactly, also against a forward count on
+// clock; a MemPool's snapshot (its segments alone, or with the whole device's trace);
+// windows recorded with skip_actions, and what they lack. PyTorch's reserved bytes and their peak exactly, also against a forward count on
 // random runs cut at many points. Python's own pickles (data/, written by
 // make_snapshots.py), luma's memviz export read back as the trace it came from, detection
 // by content, and the refusals of damaged or foreign files (naming the offset or field).
@@ -81,6 +82,14 @@ Py snapshot(std::vector<Py> segments, std::vector<std::vector<Py>> traces) {
                    {"allocator_settings", Py::dict({{"PYTORCH_CUDA_ALLOC_CONF", ""}, {"max_split_size", -1},
                                                     {"garbage_collection_threshold", Py(0.0)},
                                                     {"expandable_segments", Py(false)}})}});
+}
+
+// A segment with one field set to another value (the other fields as segment() writes them).
+Py with_field(const Py& segment, const char* key, Py value) {
+  Py out = Py::dict();
+  for (const auto& [k, v] : std::get<Py::Dict>(*segment.data).entries)
+    out.set(k, std::get<std::string>(*k.data) == key ? value : v);
+  return out;
 }
 
 TorchSnapshot read(const Py& top, int protocol = 4) {
@@ -557,6 +566,176 @@ TEST(TorchSnapshot, TheRecordedPeakIsExactWhateverPartOfTheRunTheWindowKept) {
   }
 }
 
+// ---- a MemPool's snapshot ------------------------------------------------------------------
+
+TEST(TorchSnapshot, AMemPoolsSnapshotIsItsSegmentsAndReservedFromThemOnly) {
+  // MemPool.snapshot(): torch.cuda.memory_snapshot(pool.id), a list of the pool's segments.
+  const std::string bytes = data("mempool_p4.pickle");
+  EXPECT_TRUE(TorchSnapshotReader::accepts(bytes.substr(0, 4096)));
+  const TorchSnapshot s = TorchSnapshotReader::read(bytes, "mempool.pickle");
+  ASSERT_TRUE(s.pool.has_value());
+  EXPECT_EQ(*s.pool, (std::pair<std::int64_t, std::int64_t>{1, 0}));
+  EXPECT_EQ(s.note, "reserved from pool (1,0)'s segments only: a MemPool snapshot (MemPool.snapshot(), no trace: the "
+                    "blocks allocated at the dump)");
+  ASSERT_EQ(s.devices.size(), 1u);
+  const TorchDevice& d = s.devices[0];
+  EXPECT_EQ(ops(d.sequence), (std::vector<Op>{A(0, 4000, 0)}));
+  EXPECT_EQ(d.recorded_reserved_start_bytes, 22 * MiB);
+  EXPECT_EQ(d.recorded_reserved_end_bytes, 22 * MiB);
+  EXPECT_EQ(d.recorded_peak_reserved_bytes, 22 * MiB);
+  EXPECT_TRUE(d.reserved.empty());
+  EXPECT_TRUE(d.incomplete);
+  EXPECT_TRUE(d.missing_actions.empty());
+  EXPECT_FALSE(d.expandable_segments);
+  EXPECT_EQ(torch_snapshot_sim_input(s).devices.size(), 1u);
+
+  // torch.cuda.memory_snapshot() of every pool: segments only, no pool named.
+  const Py all = Py::list({segment(0, 0x7f0000000000, 2 * MiB, {block(0x7f0000000000, 512, 100, "active_allocated")})});
+  EXPECT_TRUE(TorchSnapshotReader::accepts(pickle_dump(all, 2)));
+  const TorchSnapshot every = read(all, 2);
+  EXPECT_FALSE(every.pool.has_value());
+  EXPECT_EQ(every.note, "segments only (torch.cuda.memory_snapshot(), no trace): the blocks allocated at the dump");
+  EXPECT_EQ(every.devices.at(0).recorded_peak_reserved_bytes, 2 * MiB);
+  // No segments at all (a pool that holds none), and a dict without device_traces.
+  EXPECT_TRUE(read(Py::list()).devices.empty());
+  const TorchSnapshot no_traces = read(Py::dict({{"segments", Py::list({segment(0, 0, 2 * MiB, {})})}}));
+  EXPECT_EQ(no_traces.note, "segments only (no device_traces, no trace): the blocks allocated at the dump");
+  EXPECT_EQ(no_traces.devices.at(0).recorded_reserved_end_bytes, 2 * MiB);
+  // A whole snapshot names no pool and has no note.
+  const TorchSnapshot whole = read(window_snapshot());
+  EXPECT_FALSE(whole.pool.has_value());
+  EXPECT_TRUE(whole.note.empty());
+}
+
+TEST(TorchSnapshot, AMemPoolsSegmentsWithTheWholeDevicesTraceReadOnlyThePoolsEntries) {
+  // _cuda_memorySnapshot(pool.id) dumped whole: the pool's segments, device 0's whole trace.
+  const TorchSnapshot s = TorchSnapshotReader::read(data("mempool_traces_p4.pickle"), "mempool_traces.pickle");
+  ASSERT_TRUE(s.pool.has_value());
+  EXPECT_EQ(s.note, "reserved from pool (1,0)'s segments only: a MemPool snapshot; of the device traces (the whole "
+                    "devices') only the entries within its segments are read (4 left out; a segment of the pool "
+                    "given back within the window is not seen)");
+  const TorchDevice& d = s.devices.at(0);
+  EXPECT_EQ(d.entries, 5u);
+  // The clock from the pool's first entry; the default pool's block is not in the sequence.
+  EXPECT_EQ(ops(d.sequence), (std::vector<Op>{A(0, 4000, 0), A(2000, 3 * MiB, 1), F(3000, 1)}));
+  EXPECT_EQ(step_bytes(d), (std::vector<std::uint64_t>{22 * MiB}));
+  EXPECT_EQ(d.recorded_reserved_start_bytes, 2 * MiB);
+  EXPECT_EQ(d.recorded_peak_reserved_bytes, 22 * MiB);
+  EXPECT_EQ(d.reserved.at(0).op, 1u);
+  EXPECT_TRUE(d.incomplete);  // the pool held 2 MiB when the window began
+  EXPECT_TRUE(s.missing_actions.empty());
+
+  // A device whose entries are all another pool's is not the pool's.
+  const std::uint64_t p = 0x7f3000000000;
+  const Py top = snapshot({with_field(segment(0, p, 2 * MiB, {}), "segment_pool_id", Py::tuple({2, 0}))},
+                          {{entry("alloc", p, 64, 1)}, {entry("alloc", 0x7f9000000000, 64, 2)}});
+  const TorchSnapshot two = read(top);
+  ASSERT_EQ(two.devices.size(), 1u);
+  EXPECT_EQ(two.devices[0].sequence.device, 0);
+  EXPECT_NE(two.note.find("(1 left out;"), std::string::npos) << two.note;
+}
+
+// ---- windows recorded with skip_actions ----------------------------------------------------
+
+TEST(TorchSnapshot, AWindowRecordedWithSkipActionsGivesAFigureAndSaysWhatItLacks) {
+  // skip_actions=['free_requested', 'segment_free'], by Python: completions are the frees,
+  // and the 20 MiB segment gone at the dump was given back unrecorded.
+  const TorchSnapshot s = TorchSnapshotReader::read(data("skip_actions_p4.pickle"), "skip_actions.pickle");
+  const TorchDevice& d = s.devices.at(0);
+  EXPECT_EQ(ops(d.sequence), (std::vector<Op>{A(1000, 1000, 0), A(3000, 5 * MiB, 1), F(4000, 1), F(5000, 0)}));
+  EXPECT_EQ(d.missing_actions, (std::vector<std::string>{"free_requested", "segment_free"}));
+  EXPECT_EQ(s.missing_actions, d.missing_actions);
+  EXPECT_EQ(step_bytes(d), (std::vector<std::uint64_t>{2 * MiB, 22 * MiB}));
+  EXPECT_EQ(d.recorded_reserved_start_bytes, 0u);
+  EXPECT_EQ(d.recorded_peak_reserved_bytes, 22 * MiB);
+  EXPECT_EQ(d.recorded_reserved_end_bytes, 2 * MiB);
+  EXPECT_TRUE(d.incomplete);
+  EXPECT_EQ(d.lacks, "device 0's window lacks free_requested, segment_free entries (recorded with skip_actions?): no "
+                     "free_requested entries: each free is its free_completed (after the block's streams); no "
+                     "segment_free entries though it reserves segments the dump does not hold: reserved counted "
+                     "forward with no segment given back, from 0 B at its start (at least that)");
+  EXPECT_EQ(d.lacks.find('\n'), std::string::npos);
+
+  const std::uint64_t a = 0x7f0000000000;
+  {  // skip_actions=['alloc']: frees, no allocation to replay; the blocks at the dump are the sequence.
+    const Py top = snapshot({segment(0, a, 2 * MiB, {block(a, 512, 500, "active_allocated"),
+                                                     block(a + 512, 2 * MiB - 512, 0, "inactive")})},
+                            {{entry("free_requested", a + 512, 100, 1), entry("free_completed", a + 512, 100, 2),
+                              entry("segment_alloc", a, 2 * MiB, 3)}});
+    const TorchSnapshot r = read(top);
+    const TorchDevice& dev = r.devices.at(0);
+    EXPECT_EQ(ops(dev.sequence), (std::vector<Op>{A(0, 500, 0)}));
+    EXPECT_EQ(dev.missing_actions, std::vector<std::string>{"alloc"});
+    EXPECT_EQ(dev.lacks, "device 0's window lacks alloc entries (recorded with skip_actions?): no alloc entries, so "
+                         "nothing to replay: its 2 free entries make no allocation, the sequence is the blocks "
+                         "allocated at the dump (1)");
+    EXPECT_EQ(dev.recorded_peak_reserved_bytes, 2 * MiB);  // reserved from the segment entries still
+    EXPECT_EQ(dev.recorded_reserved_start_bytes, 0u);
+    EXPECT_TRUE(dev.incomplete);
+  }
+  {  // skip_actions=['free_completed']: the requests are the frees.
+    const TorchSnapshot r = read(snapshot({}, {{entry("alloc", a, 100, 1), entry("free_requested", a, 100, 2)}}));
+    EXPECT_EQ(ops(r.devices.at(0).sequence), (std::vector<Op>{A(0, 100, 0), F(1000, 0)}));
+    EXPECT_EQ(r.devices.at(0).missing_actions, std::vector<std::string>{"free_completed"});
+    EXPECT_FALSE(r.devices.at(0).incomplete);
+  }
+  {  // skip_actions=['segment_alloc']: the walk back from the dump counts no segment as new.
+    const Py top = snapshot({segment(0, a, 2 * MiB, {})},
+                            {{entry("alloc", a, 100, 1), entry("segment_free", a + 2 * MiB, 20 * MiB, 2)}});
+    const TorchSnapshot r = read(top);
+    const TorchDevice& dev = r.devices.at(0);
+    EXPECT_EQ(dev.missing_actions, std::vector<std::string>{"segment_alloc"});
+    EXPECT_EQ(step_bytes(dev), (std::vector<std::uint64_t>{2 * MiB}));
+    EXPECT_EQ(dev.recorded_reserved_start_bytes, 22 * MiB);
+    EXPECT_NE(dev.lacks.find("the most it can have been"), std::string::npos) << dev.lacks;
+  }
+  {  // skip_actions=['segment_unmap'] on expandable segments: mapped, gone at the dump.
+    const std::uint64_t e = 0x7e0000000000;
+    const Py top = snapshot({}, {{entry("segment_map", e, 20 * MiB, 1), entry("alloc", e, MiB, 2),
+                                  entry("free_requested", e, MiB, 3), entry("free_completed", e, MiB, 4)}});
+    const TorchSnapshot r = read(top);
+    const TorchDevice& dev = r.devices.at(0);
+    EXPECT_EQ(dev.missing_actions, std::vector<std::string>{"segment_unmap"});
+    EXPECT_EQ(step_bytes(dev), (std::vector<std::uint64_t>{20 * MiB}));
+    EXPECT_EQ(dev.recorded_peak_reserved_bytes, 20 * MiB);
+    EXPECT_EQ(dev.recorded_reserved_end_bytes, 0u);
+    EXPECT_TRUE(dev.expandable_segments);
+  }
+  {  // Two devices: the snapshot's kinds together, in one order.
+    const TorchSnapshot r = read(snapshot({}, {{entry("alloc", a, 100, 1), entry("free_requested", a, 100, 2)},
+                                               {entry("alloc", a, 100, 3), entry("free_completed", a, 100, 4)}}));
+    EXPECT_EQ(r.missing_actions, (std::vector<std::string>{"free_requested", "free_completed"}));
+  }
+  // A whole window lacks nothing.
+  EXPECT_TRUE(read(window_snapshot()).missing_actions.empty());
+  EXPECT_TRUE(read(window_snapshot()).devices.at(0).lacks.empty());
+}
+
+// ---- expandable segments, as Python writes them ---------------------------------------------
+
+TEST(TorchSnapshot, ExpandableSegmentsOfPythonsPickleCountMappedBytes) {
+  const std::string bytes = data("expandable_p4.pickle");
+  ASSERT_TRUE(TorchSnapshotReader::accepts(bytes));
+  const TorchSnapshot s = TorchSnapshotReader::read(bytes, "expandable.pickle");
+  const TorchDevice& d = s.devices.at(0);
+  EXPECT_TRUE(d.expandable_segments);
+  EXPECT_EQ(ops(d.sequence), (std::vector<Op>{A(1000, 12 * MiB, 0), A(3000, 16 * MiB, 1), F(4000, 0)}));
+  EXPECT_EQ(step_bytes(d), (std::vector<std::uint64_t>{20 * MiB, 40 * MiB, 28 * MiB}));
+  ASSERT_EQ(d.reserved.size(), 3u);
+  EXPECT_EQ(d.reserved[0].action, TorchReservedStep::Action::segment_map);
+  EXPECT_EQ(d.reserved[2].action, TorchReservedStep::Action::segment_unmap);
+  EXPECT_EQ(d.reserved[2].size, 12 * MiB);
+  EXPECT_EQ(d.recorded_reserved_start_bytes, 0u);
+  EXPECT_EQ(d.recorded_peak_reserved_bytes, 40 * MiB);
+  EXPECT_EQ(d.recorded_reserved_end_bytes, 28 * MiB);
+  EXPECT_FALSE(d.incomplete);
+  EXPECT_TRUE(d.missing_actions.empty());
+  EXPECT_TRUE(s.note.empty());
+  // A window segment_map-only does not lack segment_unmap while the dump holds what it mapped.
+  EXPECT_FALSE(device(TorchSnapshotReader::read(data("full_p4.pickle"), "full.pickle"), 0).expandable_segments);
+  EXPECT_TRUE(device(TorchSnapshotReader::read(data("full_p4.pickle"), "full.pickle"), 1).expandable_segments);
+}
+
 // ---- luma's own snapshot export, read back -------------------------------------------------
 
 TEST(TorchSnapshot, LumasMemvizExportReadsAsTheTraceItCameFrom) {
@@ -669,11 +848,25 @@ TEST(TorchSnapshot, WrongTypesAndMissingFieldsAreNamedWithTheirPlace) {
       {pickle_dump(Py::dict({{"segments", Py::list()}, {"device_traces", Py::list({Py::dict()})}}), 4),
        "device_traces[0]: 'device_traces' is a dict, not a list"},
       {pickle_dump(Py::list({Py::list()}), 4), "test.pickle: the pickle holds a list, not a dict"},
-      {pickle_dump(Py::dict({{"segments", Py::list()}}), 4), "no 'device_traces' key"},
       {pickle_dump(Py::dict({{"device_traces", Py::list()}}), 4), "no 'segments' key"},
-      {pickle_dump(snapshot({}, {{entry("segment_alloc", 0, 2 * MiB, 1)}}), 4),
-       "device_traces[0][0]: PyTorch's reserved bytes, walked back from the segments at the dump (0 B), go below "
+      {pickle_dump(snapshot({}, {{entry("segment_alloc", 0, 2 * MiB, 1), entry("segment_free", 0, 2 * MiB, 2),
+                                  entry("segment_alloc", 4 * MiB, 4 * MiB, 3)}}),
+                   4),
+       "device_traces[0][2]: PyTorch's reserved bytes, walked back from the segments at the dump (0 B), go below "
        "zero"},
+      // The fields of newer versions: segment_pool_id, is_expandable; a MemPool's list.
+      {pickle_dump(snapshot({with_field(segment(0, 0, 2 * MiB, {}), "segment_pool_id", "pool")}, {}), 4),
+       "segments[0]: 'segment_pool_id' is a str, not a pair of ints"},
+      {pickle_dump(snapshot({segment(0, 0, 2 * MiB, {}),
+                             with_field(segment(0, 4 * MiB, 2 * MiB, {}), "segment_pool_id", Py::tuple({1, 0, 2}))},
+                            {}),
+                   4),
+       "segments[1]: 'segment_pool_id' is a tuple of 3, not a pair of ints"},
+      {pickle_dump(snapshot({with_field(segment(0, 0, 2 * MiB, {}), "segment_pool_id", Py::tuple({1, "0"}))}, {}), 4),
+       "segments[0]: 'segment_pool_id' is a tuple of 2, not a pair of ints"},
+      {pickle_dump(snapshot({with_field(segment(0, 0, 2 * MiB, {}), "is_expandable", 1)}, {}), 4),
+       "segments[0]: 'is_expandable' is an int, not a bool"},
+      {pickle_dump(Py::list({segment(0, 0, 2 * MiB, {}), "segment"}), 4), "segments[1]: is a str, not a dict"},
       {pickle_dump(snapshot({}, {{entry("alloc", 64, 8, 1), entry("free_requested", 64, 8, 2),
                                   entry("free_requested", 64, 8, 3)}}),
                    4),
