@@ -473,8 +473,10 @@ TorchDevice SnapshotReader::replay(std::size_t device, DeviceState& state, std::
   std::uint64_t reserved = state.reserved_at_dump;
   std::vector<std::pair<std::size_t, std::uint64_t>> after;  // (entry, reserved after it), backwards
   // A walk below zero where the window has segment entries of the one kind but none of the
-  // kind that gives bytes back: skip_actions left those out. Counted forward then.
-  std::optional<Action> unreturned;  // segment_alloc or segment_map: its give-back kind missing
+  // kind that gives bytes back: skip_actions left those out, and the bytes were given back
+  // after this entry. The walk goes on from zero: without them it is, at every moment, the
+  // least PyTorch can have reserved (what it gave back unrecorded only adds, going back).
+  bool unfreed = false, unmapped = false;  // segment_free, segment_unmap missing
   for (std::size_t i = entries.size(); i-- > 0;) {
     const Entry& e = entries[i];
     if (!is_segment_action(e.action)) continue;
@@ -483,8 +485,9 @@ TorchDevice SnapshotReader::replay(std::size_t device, DeviceState& state, std::
       if (e.size > reserved) {
         if ((e.action == Action::segment_alloc && !records_segment_frees) ||
             (e.action == Action::segment_map && !records_unmaps)) {
-          unreturned = e.action;
-          break;
+          (e.action == Action::segment_alloc ? unfreed : unmapped) = true;
+          reserved = 0;
+          continue;
         }
         bad(where(i), fmt::format("PyTorch's reserved bytes, walked back from the segments at the dump ({} B), "
                                   "go below zero here ({} B before this {} of {} B): the trace and the segments "
@@ -498,33 +501,6 @@ TorchDevice SnapshotReader::replay(std::size_t device, DeviceState& state, std::
         bad(where(i), "PyTorch's reserved bytes, walked back from the dump, pass 2^64");
       reserved += e.size;
     }
-  }
-  auto sat_add = [](std::uint64_t a, std::uint64_t b) {
-    return b > std::numeric_limits<std::uint64_t>::max() - a ? std::numeric_limits<std::uint64_t>::max() : a + b;
-  };
-  if (unreturned) {
-    // Forward, giving nothing back that the window does not: from the least the start can
-    // have been (the dump's bytes, less what the window reserved, plus what it gave back).
-    std::uint64_t adds = 0, removes = 0;
-    for (const Entry& e : entries) {
-      if (e.action == Action::segment_alloc || e.action == Action::segment_map) adds = sat_add(adds, e.size);
-      if (e.action == Action::segment_free || e.action == Action::segment_unmap) removes = sat_add(removes, e.size);
-    }
-    const std::uint64_t up = sat_add(state.reserved_at_dump, removes);
-    reserved = up > adds ? up - adds : 0;
-    after.clear();
-    std::uint64_t r = reserved;
-    std::vector<std::pair<std::size_t, std::uint64_t>> forward;
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      const Entry& e = entries[i];
-      if (!is_segment_action(e.action)) continue;
-      if (e.action == Action::segment_alloc || e.action == Action::segment_map)
-        r = sat_add(r, e.size);
-      else
-        r = e.size > r ? 0 : r - e.size;
-      forward.emplace_back(i, r);
-    }
-    after.assign(forward.rbegin(), forward.rend());
   }
   out.recorded_reserved_start_bytes = reserved;
   out.recorded_peak_reserved_bytes = reserved;
@@ -540,7 +516,10 @@ TorchDevice SnapshotReader::replay(std::size_t device, DeviceState& state, std::
         {seq.has_times ? time[i] : op_before_entry[i], op_before_entry[i], it->second, action, e.addr, e.size});
     out.recorded_peak_reserved_bytes = std::max(out.recorded_peak_reserved_bytes, it->second);
   }
-  if (unreturned) out.recorded_peak_reserved_bytes = std::max(out.recorded_peak_reserved_bytes, state.reserved_at_dump);
+  if (unfreed || unmapped)  // each segment (range) was reserved for a moment at least
+    for (const Entry& e : entries)
+      if (e.action == Action::segment_alloc || e.action == Action::segment_map)
+        out.recorded_peak_reserved_bytes = std::max(out.recorded_peak_reserved_bytes, e.size);
   out.expandable_segments = state.expandable || records_maps || records_unmaps;
 
   // What the window lacks (skip_actions), seen from the entries it has.
@@ -564,16 +543,14 @@ TorchDevice SnapshotReader::replay(std::size_t device, DeviceState& state, std::
   if (records_segment_frees && !records_segment_allocs)
     lack("segment_alloc", "no segment_alloc entries though it has segment_free ones: reserved, walked back from the "
                           "dump, counts no segment as reserved in the window (the most it can have been)");
-  if (unreturned == Action::segment_alloc)
-    lack("segment_free", fmt::format("no segment_free entries though it reserves segments the dump does not hold: "
-                                     "reserved counted forward with no segment given back, from {} B at its start "
-                                     "(at least that)",
-                                     out.recorded_reserved_start_bytes));
-  if (unreturned == Action::segment_map)
-    lack("segment_unmap", fmt::format("no segment_unmap entries though it maps ranges the dump does not hold: "
-                                      "reserved counted forward with nothing unmapped, from {} B at its start "
-                                      "(at least that)",
-                                      out.recorded_reserved_start_bytes));
+  if (unfreed)
+    lack("segment_free", "no segment_free entries though it reserves segments the dump does not hold: reserved "
+                         "walked back from the dump without them, never below zero, and its peak at least the largest segment "
+                         "(the least they can have been)");
+  if (unmapped)
+    lack("segment_unmap", "no segment_unmap entries though it maps ranges the dump does not hold: reserved walked "
+                          "back from the dump without them, never below zero, and its peak at least the largest range "
+                          "(the least they can have been)");
   if (!out.missing_actions.empty()) {
     std::string kinds, why;
     for (std::size_t k = 0; k < out.missing_actions.size(); ++k) {
@@ -583,7 +560,7 @@ TorchDevice SnapshotReader::replay(std::size_t device, DeviceState& state, std::
     out.lacks = fmt::format("device {}'s window lacks {} entries (recorded with skip_actions?): {}", device, kinds, why);
   }
   out.incomplete = n_before > 0 || out.recorded_reserved_start_bytes > 0 || request_before_window || no_allocs ||
-                   unreturned.has_value();
+                   unfreed || unmapped;
 
   // Facts: a stream of the program's own (PyTorch's side streams are made non-blocking).
   auto note_stream = [&](std::int64_t stream, std::size_t op, std::optional<std::uint64_t> t, const std::string& at) {

@@ -38,8 +38,9 @@
 // nothing to replay, the frees make no allocation, the sequence is the blocks allocated at
 // the dump; segment_free but no segment_alloc: the walk below counts no segment as new in
 // the window, the most reserved can have been; segment_alloc (segment_map) but no
-// segment_free (segment_unmap) where the walk below goes below zero: reserved counted
-// forward with nothing given back, from the least the start can have been.
+// segment_free (segment_unmap) where the walk below goes below zero: the walk goes on from
+// zero there, the least reserved can have been at every moment (the peak: at least the
+// largest segment or range it reserved).
 // Fields and actions as torch/csrc/cuda/Module.cpp (_cuda_memorySnapshot) and
 // c10/cuda/CUDACachingAllocator.cpp (record_trace) write them: an alloc entry's size is
 // the bytes requested; free_requested (the program's free) and free_completed (the block

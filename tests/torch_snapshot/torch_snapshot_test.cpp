@@ -645,15 +645,19 @@ TEST(TorchSnapshot, AWindowRecordedWithSkipActionsGivesAFigureAndSaysWhatItLacks
   EXPECT_EQ(ops(d.sequence), (std::vector<Op>{A(1000, 1000, 0), A(3000, 5 * MiB, 1), F(4000, 1), F(5000, 0)}));
   EXPECT_EQ(d.missing_actions, (std::vector<std::string>{"free_requested", "segment_free"}));
   EXPECT_EQ(s.missing_actions, d.missing_actions);
-  EXPECT_EQ(step_bytes(d), (std::vector<std::uint64_t>{2 * MiB, 22 * MiB}));
+  // Walked back from the dump's 2 MiB: the 20 MiB segment_alloc finds nothing to take off
+  // (its segment_free left out came after it): zero, then the 2 MiB one, below zero again.
+  // The least PyTorch can have reserved at each moment; the peak at least the 20 MiB segment.
+  EXPECT_EQ(step_bytes(d), (std::vector<std::uint64_t>{0, 2 * MiB}));
   EXPECT_EQ(d.recorded_reserved_start_bytes, 0u);
-  EXPECT_EQ(d.recorded_peak_reserved_bytes, 22 * MiB);
+  EXPECT_EQ(d.recorded_peak_reserved_bytes, 20 * MiB);
   EXPECT_EQ(d.recorded_reserved_end_bytes, 2 * MiB);
   EXPECT_TRUE(d.incomplete);
   EXPECT_EQ(d.lacks, "device 0's window lacks free_requested, segment_free entries (recorded with skip_actions?): no "
                      "free_requested entries: each free is its free_completed (after the block's streams); no "
-                     "segment_free entries though it reserves segments the dump does not hold: reserved counted "
-                     "forward with no segment given back, from 0 B at its start (at least that)");
+                     "segment_free entries though it reserves segments the dump does not hold: reserved walked "
+                     "back from the dump without them, never below zero, and its peak at least the largest segment "
+                     "(the least they can have been)");
   EXPECT_EQ(d.lacks.find('\n'), std::string::npos);
 
   const std::uint64_t a = 0x7f0000000000;
@@ -696,7 +700,7 @@ TEST(TorchSnapshot, AWindowRecordedWithSkipActionsGivesAFigureAndSaysWhatItLacks
     const TorchSnapshot r = read(top);
     const TorchDevice& dev = r.devices.at(0);
     EXPECT_EQ(dev.missing_actions, std::vector<std::string>{"segment_unmap"});
-    EXPECT_EQ(step_bytes(dev), (std::vector<std::uint64_t>{20 * MiB}));
+    EXPECT_EQ(step_bytes(dev), (std::vector<std::uint64_t>{0}));
     EXPECT_EQ(dev.recorded_peak_reserved_bytes, 20 * MiB);
     EXPECT_EQ(dev.recorded_reserved_end_bytes, 0u);
     EXPECT_TRUE(dev.expandable_segments);
@@ -709,6 +713,24 @@ TEST(TorchSnapshot, AWindowRecordedWithSkipActionsGivesAFigureAndSaysWhatItLacks
   // A whole window lacks nothing.
   EXPECT_TRUE(read(window_snapshot()).missing_actions.empty());
   EXPECT_TRUE(read(window_snapshot()).devices.at(0).lacks.empty());
+}
+
+TEST(TorchSnapshot, TheReservedBytesHangTogetherOnEveryFormat) {
+  // What the fuzz target checks, on each of Python's files: the last step is the dump's,
+  // no step above the peak, the start not above it.
+  for (const char* name : {"window_p4.pickle", "full_p4.pickle", "training_p4.pickle", "mempool_p4.pickle",
+                           "mempool_traces_p4.pickle", "skip_actions_p4.pickle", "expandable_p4.pickle"}) {
+    SCOPED_TRACE(name);
+    const TorchSnapshot s = TorchSnapshotReader::read(data(name), name);
+    for (const TorchDevice& d : s.devices) {
+      if (!d.reserved.empty()) {
+        EXPECT_EQ(d.reserved.back().bytes, d.recorded_reserved_end_bytes);
+      }
+      for (const TorchReservedStep& r : d.reserved) EXPECT_LE(r.bytes, d.recorded_peak_reserved_bytes);
+      EXPECT_LE(d.recorded_reserved_start_bytes, d.recorded_peak_reserved_bytes);
+      EXPECT_EQ(d.lacks.empty(), d.missing_actions.empty());
+    }
+  }
 }
 
 // ---- expandable segments, as Python writes them ---------------------------------------------
