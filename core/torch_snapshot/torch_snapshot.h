@@ -28,7 +28,9 @@
 // device_traces (_cuda_memorySnapshot(pool id) dumped whole) has the whole device's trace
 // (record_trace keeps one ring buffer a device): only the entries within the pool's
 // segments at the dump are read, so a pool segment given back within the window is not seen
-// (the note says how many were left out).
+// (the note says how many were left out). A whole _snapshot() whose segments all belong to
+// one private pool (a CUDA graph's, say) reads the same way: nothing in the file tells them
+// apart.
 //
 // skip_actions: _record_memory_history(skip_actions=[...]) leaves entries of those actions
 // out of device_traces (record_trace: skip_actions_list). What a window lacks, seen from the
@@ -41,6 +43,7 @@
 // segment_free (segment_unmap) where the walk below goes below zero: the walk goes on from
 // zero there, the least reserved can have been at every moment (the peak: at least the
 // largest segment or range it reserved).
+//
 // Fields and actions as torch/csrc/cuda/Module.cpp (_cuda_memorySnapshot) and
 // c10/cuda/CUDACachingAllocator.cpp (record_trace) write them: an alloc entry's size is
 // the bytes requested; free_requested (the program's free) and free_completed (the block
