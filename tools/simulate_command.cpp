@@ -6,8 +6,9 @@
 // libluma.so would take for the recorded program (core/free_path), or --free-path; on the
 // fenced path fences complete on the recorded clock plus --fence-latency. A PyTorch memory
 // snapshot is replayed too (recorded_input.h), beside the peak PyTorch itself reserved.
-// `--tune RUN...` searches the settings instead (simulate_tune.h). User documentation:
-// docs/simulate.md.
+// `--tune RUN...` searches the settings instead (simulate_tune.h). `--svg F` draws the run:
+// live bytes, PyTorch's recorded reserved and luma's reserved under each --conf over time
+// (memory_svg.h). User documentation: docs/simulate.md.
 #include <fmt/core.h>
 
 #include <cmath>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "memory_svg.h"
 #include "planner/input/lifetime_reader.h"
 #include "recorded_input.h"
 #include "settings/config.h"
@@ -43,6 +45,7 @@ struct SimulateOptions {
   unsigned copies = 1;
   double limit_step = 0.005;  // x peak live
   bool json = false;
+  std::string svg;  // --svg: the picture of the run
   // --tune and its options (simulate_tune.h).
   bool tune = false;
   std::string objective = "peak";
@@ -413,6 +416,68 @@ nlohmann::json device_json(const core::SimSequence& seq, const std::optional<Tor
   return out;
 }
 
+// The x of each op on the picture: seconds on the recorded clock, else the allocation number
+// (the allocations before it, and it).
+std::vector<double> op_x(const core::SimSequence& seq) {
+  std::vector<double> x(seq.ops.size());
+  std::uint64_t allocations = 0;
+  for (std::size_t i = 0; i < seq.ops.size(); ++i) {
+    if (!seq.ops[i].is_free) ++allocations;
+    x[i] = seq.has_times ? double(seq.ops[i].time_ns) / 1e9 : double(allocations);
+  }
+  return x;
+}
+
+// The picture's first series: the bytes live (requested) after each op, and for a PyTorch
+// snapshot the bytes it recorded reserved after each segment entry (its peak as a line
+// where the window has no segment entry).
+MemoryPicture picture_of(const std::string& input, const RecordedInput& in, const core::SimSequence& seq,
+                         const std::vector<double>& x) {
+  MemoryPicture pic;
+  pic.title = fmt::format("{}: device {} - luma simulate", input, seq.device);
+  pic.clock = seq.has_times;
+  MemorySeries live{MemorySeries::Kind::live, "live (requested bytes)", {}, false};
+  std::vector<std::uint64_t> bytes(seq.allocations, 0);
+  std::uint64_t now = 0;
+  for (std::size_t i = 0; i < seq.ops.size(); ++i) {
+    const core::SimOp& op = seq.ops[i];
+    if (op.id < bytes.size()) {
+      if (op.is_free) {
+        now -= std::min(now, bytes[op.id]);
+        bytes[op.id] = 0;
+      } else {
+        bytes[op.id] = op.bytes;
+        now += op.bytes;
+      }
+    }
+    live.points.push_back({x[i], now});
+  }
+  pic.series.push_back(std::move(live));
+  const core::TorchDevice* device = nullptr;
+  if (in.snapshot)
+    for (const core::TorchDevice& d : in.snapshot->devices)
+      if (d.sequence.device == seq.device) device = &d;
+  if (device != nullptr && !seq.ops.empty()) {
+    MemorySeries rec{MemorySeries::Kind::recorded, "PyTorch's reserved (recorded)", {}, false};
+    if (device->reserved.empty()) {
+      rec.label = "PyTorch's recorded peak reserved (no segment entry in the window: a line)";
+      rec.constant = true;
+      rec.points.push_back({x.front(), device->recorded_peak_reserved_bytes});
+    } else {
+      // An entry between ops op-1 and op: on the clock at its own time, else at op-1's number.
+      rec.points.push_back({x.front(), device->recorded_reserved_start_bytes});
+      for (const core::TorchReservedStep& st : device->reserved) {
+        const double at = seq.has_times ? double(st.time_ns) / 1e9 : st.op == 0 ? x.front() : x[std::min(st.op, x.size()) - 1];
+        rec.points.push_back({std::max(at, rec.points.back().x), st.bytes});
+      }
+    }
+    pic.series.push_back(std::move(rec));
+    if (seq.has_times)
+      pic.stages = snapshot_stages(*in.snapshot, seq.device, seq.ops.back().time_ns);
+  }
+  return pic;
+}
+
 // --repeat's copies: a whole number from 1 to 1000.
 unsigned parse_repeat(const std::string& text) {
   std::size_t used = 0;
@@ -442,6 +507,7 @@ void run_simulate(const SimulateOptions& given) {
   if (o.tune) {
     if (o.conf_option->count() != 0)
       fail(kExitUsage, "--conf cannot be combined with --tune: --tune searches the settings itself");
+    if (!o.svg.empty()) fail(kExitUsage, "--svg cannot be combined with --tune: it draws one replayed run");
     if (o.min_limit)
       fail(kExitUsage, "--min-limit cannot be combined with --tune: --tune finds X for the recommendation and "
                        "the defaults itself (--limit-step sets its step)");
@@ -456,6 +522,8 @@ void run_simulate(const SimulateOptions& given) {
     fail(kExitUsage, "--fence-latency '" + o.fence_latency +
                          "': expected 0 or a number with a unit ns, us, ms or s (e.g. 50us)");
   o.copies = parse_repeat(o.repeat);
+  if (!o.svg.empty() && o.copies > 1)
+    fail(kExitUsage, "--svg draws one copy of the recorded window: leave --repeat at 1");
   std::optional<core::FreePath> free_path;
   if (!o.free_path.empty()) {
     free_path = core::parse_free_path(o.free_path);
@@ -497,6 +565,9 @@ void run_simulate(const SimulateOptions& given) {
                                    "made: record from the program's start to repeat it",
                                    o.copies, o.inputs[p.input], seq.device, grouped(seq.unmatched_frees)));
   }
+  if (!o.tune && !o.svg.empty() && picked.size() > 1)
+    fail(kExitUsage, fmt::format("--svg draws one device and {} devices allocate in {}: pick one with --device",
+                                 picked.size(), o.inputs.front()));
   for (const Picked& p : picked)
     if (*latency != 0 && !inputs[p.input].sim.devices[p.device].has_times)
       fail(kExitUsage, fmt::format("{}: a {} records no clock, so --fence-latency has nothing to add to: "
@@ -539,10 +610,17 @@ void run_simulate(const SimulateOptions& given) {
   for (const Picked& p : picked) {
     const core::SimSequence* seq = &input.sim.devices[p.device];
     std::vector<DeviceRun> runs;
+    const std::vector<double> x = o.svg.empty() ? std::vector<double>{} : op_x(*seq);
+    MemoryPicture picture;
+    if (!o.svg.empty()) picture = picture_of(o.input, input, *seq, x);
     for (const Column& c : columns) {
       DeviceRun run;
+      core::SimOptions options = c.options;
+      MemorySeries reserved{MemorySeries::Kind::simulated, "luma's reserved (" + c.label + ")", {}, false};
+      if (!o.svg.empty())
+        options.on_op = [&](std::size_t op, std::uint64_t held) { reserved.points.push_back({x[op], held}); };
       try {
-        run.result = core::simulate(*seq, c.options);
+        run.result = core::simulate(*seq, options);
         if (o.min_limit) run.limits = core::scan_limits(*seq, c.options, o.limit_step);
       } catch (const std::invalid_argument& e) {
         fail(kExitUsage, "--conf '" + c.label + "': " + e.what());
@@ -551,6 +629,14 @@ void run_simulate(const SimulateOptions& given) {
         fail(kExitFailure,
              "the allocator's invariant check failed (" + c.label + "): " + run.result.check_errors.front());
       runs.push_back(std::move(run));
+      if (!o.svg.empty()) picture.series.push_back(std::move(reserved));
+    }
+    if (!o.svg.empty()) {
+      try {
+        write_memory_svg(o.svg, picture);
+      } catch (const std::exception& e) {
+        fail(kExitFailure, e.what());
+      }
     }
     if (o.json) {
       json["devices"].push_back(device_json(*seq, torch_of(p), columns, runs));
@@ -619,6 +705,9 @@ void add_simulate_command(CLI::App& app) {
                                    "number)")
                        ->check(CLI::Range(1u, 1024u));
   cmd->add_flag("--json", o->json, "print JSON instead of text");
+  cmd->add_option("--svg", o->svg,
+                  "also draw the run as SVG to this file: bytes live, PyTorch's recorded reserved (a snapshot) and "
+                  "luma's reserved under each --conf over time, peaks marked, a snapshot's stages shaded");
   cmd->callback([o] { run_simulate(*o); });
 }
 

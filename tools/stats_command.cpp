@@ -6,10 +6,13 @@
 // each); several inputs (the ranks of one job) side by side with totals. The text fits a
 // screen; --full adds the size histogram, the largest allocations and every call site.
 // `--json` prints everything as one JSON document. What an input does not record (an RMM
-// log's pid, times, segments) is "n/a" in text and null in JSON, never 0.
+// log's pid, times, segments) is "n/a" in text and null in JSON, never 0. `--svg F` draws
+// one run's allocated and recorded reserved bytes over time (memory_svg.h).
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <ctime>
 #include <memory>
 #include <stdexcept>
@@ -21,6 +24,7 @@
 #include "call_sites.h"
 #include "commands.h"
 #include "forwarded_stats.h"
+#include "memory_svg.h"
 #include "recorded_run.h"
 #include "run_stats.h"
 #include "symbolizer.h"
@@ -498,6 +502,74 @@ void print_text(std::vector<Input>& inputs, const Shown& shown) {
   }
 }
 
+// The picture of one run (--svg): per device, the bytes allocated after each alloc and free
+// (as stats counts them: peak allocated is the line's peak) and, where the input records
+// segments, the bytes reserved after each segment event (a snapshot's: PyTorch's own,
+// from the bytes it held when the window began). x: the recorded clock, else the device's
+// allocation number.
+MemoryPicture stats_picture(RecordedRun& run) {
+  struct Device {
+    std::map<std::uint64_t, std::uint64_t> live;  // address -> size
+    std::uint64_t allocated = 0, reserved = 0, allocations = 0;
+    MemorySeries allocated_line{MemorySeries::Kind::live, "", {}, false};
+    MemorySeries reserved_line{MemorySeries::Kind::recorded, "", {}, false};
+  };
+  const bool times = run.records_times(), segments = run.records_segments();
+  std::map<int, Device> devices;
+  std::uint64_t end_ns = 0;
+  run.read(
+      [&](const core::TraceEvent& e) {
+        const auto [it, added] = devices.try_emplace(e.device);
+        Device& d = it->second;
+        if (e.kind == core::EventKind::alloc) ++d.allocations;
+        const double x = times ? double(e.time_ns) / 1e9 : double(d.allocations);
+        end_ns = std::max(end_ns, e.time_ns);
+        if (added && segments) {
+          d.reserved = run.reserved_before_window(e.device);
+          d.reserved_line.points.push_back({x, d.reserved});
+        }
+        switch (e.kind) {
+          case core::EventKind::alloc:
+            d.live[e.address] = e.size;
+            d.allocated += e.size;
+            d.allocated_line.points.push_back({x, d.allocated});
+            break;
+          case core::EventKind::free_requested:
+            if (auto f = d.live.find(e.address); f != d.live.end()) {
+              d.allocated -= f->second;
+              d.live.erase(f);
+              d.allocated_line.points.push_back({x, d.allocated});
+            }
+            break;
+          case core::EventKind::segment_reserve:
+            d.reserved += e.size;
+            d.reserved_line.points.push_back({x, d.reserved});
+            break;
+          case core::EventKind::segment_release:
+            d.reserved -= std::min(d.reserved, e.size);
+            d.reserved_line.points.push_back({x, d.reserved});
+            break;
+          default: break;
+        }
+      },
+      false);
+  MemoryPicture pic;
+  pic.title = run.path() + " - luma stats";
+  pic.clock = times;
+  const core::TorchSnapshot* snap = run.torch_snapshot();
+  for (auto& [n, d] : devices) {
+    const std::string of = devices.size() > 1 ? fmt::format(", device {}", n) : std::string();
+    d.allocated_line.label = "allocated (live bytes)" + of;
+    pic.series.push_back(std::move(d.allocated_line));
+    if (segments) {
+      d.reserved_line.label = (snap ? "PyTorch's reserved (recorded)" : "reserved (recorded)") + of;
+      pic.series.push_back(std::move(d.reserved_line));
+    }
+  }
+  if (snap && times && !devices.empty()) pic.stages = snapshot_stages(*snap, devices.begin()->first, end_ns);
+  return pic;
+}
+
 }  // namespace
 
 void add_stats_command(CLI::App& app) {
@@ -508,6 +580,7 @@ void add_stats_command(CLI::App& app) {
     bool json = false;
     bool full = false;
     std::vector<std::string> frames;
+    std::string svg;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("TRACE", o->inputs,
@@ -522,12 +595,19 @@ void add_stats_command(CLI::App& app) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--svg", o->svg,
+                  "also draw the run as SVG to this file: bytes allocated and recorded reserved over time, peaks "
+                  "marked, a snapshot's stages shaded (one run)");
   cmd->callback([o] {
     FramesOption frames;
     try {
       frames = parse_frames_option(o->frames);
     } catch (const std::invalid_argument& e) {
       std::fprintf(stderr, "luma stats: %s\n", e.what());
+      throw ExitCode{kExitUsage};
+    }
+    if (!o->svg.empty() && o->inputs.size() != 1) {
+      std::fprintf(stderr, "luma stats: --svg draws one run: %zu inputs given\n", o->inputs.size());
       throw ExitCode{kExitUsage};
     }
     std::vector<Input> inputs;
@@ -549,6 +629,7 @@ void add_stats_command(CLI::App& app) {
         in.forwarded = std::move(forwarded);
         inputs.push_back(std::move(in));
       }
+      if (!o->svg.empty()) write_memory_svg(o->svg, stats_picture(*inputs.front().run));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "luma stats: %s\n", e.what());
       throw ExitCode{kExitFailure};

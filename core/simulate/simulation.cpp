@@ -140,18 +140,28 @@ SimResult simulate(const SimSequence& seq, const SimOptions& o) {
     const std::uint64_t shift = copy * span;
     sim.start_span();
     const std::uint64_t allocations_before = r.allocations;
+    const auto replayed = [&](std::size_t i) {
+      if (copy == 0 && o.on_op) o.on_op(i, sim.held());
+    };
     for (std::size_t i = copy == 0 ? 0 : window; i < seq.ops.size(); ++i) {
       const SimOp& op = seq.ops[i];
       if (copy == 0)
         while (next_span < r.paths.size() && r.paths[next_span].from_op <= i) take_path(r.paths[next_span++].path);
       sim.set_now(op.time_ns + shift);
-      if (op.id >= ptr.size()) continue;  // (finish_sim_sequence counted them all)
+      if (op.id >= ptr.size()) {  // (finish_sim_sequence counted them all)
+        replayed(i);
+        continue;
+      }
       if (op.is_free) {
         if (ptr[op.id] != nullptr) alloc.free(ptr[op.id]);
         ptr[op.id] = nullptr;
+        replayed(i);
         continue;
       }
-      if (op.bytes == 0) continue;  // cudaMalloc(0) hands out nothing
+      if (op.bytes == 0) {  // cudaMalloc(0) hands out nothing
+        replayed(i);
+        continue;
+      }
       const AllocResult got = alloc.allocate(op.bytes);
       if (got.ptr == nullptr) {
         r.completed = false;
@@ -159,6 +169,7 @@ SimResult simulate(const SimSequence& seq, const SimOptions& o) {
         r.failed_bytes = op.bytes;
         if (o.attribute) attribute(alloc, seq, i, nullptr, r.at_failure);
         stopped = true;
+        replayed(i);
         break;
       }
       ptr[op.id] = got.ptr;
@@ -170,6 +181,7 @@ SimResult simulate(const SimSequence& seq, const SimOptions& o) {
           r.attributed = true;
         }
       }
+      replayed(i);
     }
     CopyFigures& f = copy == 0 ? r.first : r.warm;
     f.copies += 1;
@@ -223,6 +235,7 @@ LimitScan scan_limits(const SimSequence& seq, const SimOptions& o, double step,
   LimitScan m;
   SimOptions run = o;
   run.attribute = false;
+  run.on_op = {};
   run.settings.memory_limit = 0;
   ++m.runs;
   m.unlimited_peak = simulate(seq, run).peak_reserved;

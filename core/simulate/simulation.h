@@ -69,6 +69,10 @@ struct SimOptions {
   // window_start ops) stay live; each copy's blocks still live at its end are freed, in
   // allocation order, before the next copy starts. At least 1.
   unsigned repeat = 1;
+  // If set, called after each op of the first copy is replayed (served, refused or
+  // skipped), with its position in the sequence's ops and the bytes reserved then: a
+  // timeline of reserved (`--svg`). It only observes; the replay is the same without it.
+  std::function<void(std::size_t op, std::uint64_t reserved)> on_op;
 };
 
 // What one or more copies of the window cost (--repeat): its allocations, the driver

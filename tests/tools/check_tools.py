@@ -54,6 +54,11 @@ End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
              n/a"); the peak's stage and the peaks per stage (text and JSON); --full adds
              the histogram, the largest allocations and every site; a bad --frames is one
              line and exit 2
+  svg        `luma simulate --svg` and `luma stats --svg`: valid SVG, one line per series (live,
+             PyTorch's recorded reserved, one per --conf), each series' peak marked at the
+             peak the text and JSON report, a snapshot's stages shaded, at most 2000 points a
+             line with the peak kept; a bad output path is one line and exit 1 with nothing
+             written, one picture of several runs or copies is refused (exit 2)
   outputs    an export follows a link to its target, leaves a user's FILE.tmp alone, writes
              to standard output (-, /dev/stdout) and a FIFO, leaves nothing when it fails
 --update rewrites the expected outputs (review the diff before committing it).
@@ -893,6 +898,95 @@ def case_expandable():
         sys.exit(77)
 
 
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def svg_of(path):
+    """The picture's series, peaks and stage bands (xml.etree: the file must be valid XML)."""
+    import xml.etree.ElementTree as ET
+    root = ET.parse(path).getroot()
+    assert root.tag == SVG + "svg", root.tag
+    lines = [(p.get("data-series"), [tuple(map(float, xy.split(","))) for xy in p.get("points").split()])
+             for p in root.iter(SVG + "polyline") if p.get("class") == "series"]
+    peaks = {c.get("data-series"): int(c.get("data-bytes")) for c in root.iter(SVG + "circle")
+             if c.get("class") == "peak"}
+    stages = [r.get("data-stage") for r in root.iter(SVG + "rect") if r.get("class") == "stage"]
+    texts = "".join("".join(t.itertext()) + "\n" for t in root.iter(SVG + "text"))
+    return lines, peaks, stages, texts
+
+
+def case_svg():
+    snap = os.path.join(DATA, "..", "torch_snapshot", "data", "training_p4.pickle")
+    out = os.path.join(WORK, "svg")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    # simulate: live, PyTorch's recorded reserved, one line per --conf.
+    pic = os.path.join(out, "sim.svg")
+    confs = ["", "expandable_segments:true", "max_split_size:64M"]
+    args = [a for c in confs for a in ("--conf", c)]
+    j = json.loads(run("simulate", snap, "--json", "--svg", pic, *args).stdout)["devices"][0]
+    lines, peaks, stages, texts = svg_of(pic)
+    names = [n for n, _ in lines]
+    assert names == ["live (requested bytes)", "PyTorch's reserved (recorded)"] + \
+        ["luma's reserved (%s)" % (c or "default") for c in confs], names
+    assert set(peaks) == set(names), (peaks, names)
+    assert peaks["live (requested bytes)"] == j["peak_live_bytes"], (peaks, j["peak_live_bytes"])
+    assert peaks["PyTorch's reserved (recorded)"] == j["recorded_peak_reserved_bytes"], peaks
+    for c, r in zip(confs, j["runs"]):
+        assert peaks["luma's reserved (%s)" % (c or "default")] == r["peak_reserved_bytes"], (c, peaks, r)
+    assert stages and {"Optimizer.zero_grad#AdamW.zero_grad", "Optimizer.step#AdamW.step"} & set(stages), stages
+    assert "time (s, recorded clock)" in texts and "MiB" in texts, texts
+    # The same picture with and without --svg: the replay is not changed by drawing it.
+    plain = json.loads(run("simulate", snap, "--json", *args).stdout)["devices"][0]
+    assert plain == j, "simulate --svg changed the replay"
+    # stats: allocated and PyTorch's reserved, at the peaks stats reports; the stages shaded.
+    pic = os.path.join(out, "stats.svg")
+    d = json.loads(run("stats", snap, "--json", "--svg", pic).stdout)["runs"][0]["devices"][0]
+    lines, peaks, stages, texts = svg_of(pic)
+    assert [n for n, _ in lines] == ["allocated (live bytes)", "PyTorch's reserved (recorded)"], lines
+    assert peaks == {"allocated (live bytes)": d["peak_allocated_bytes"],
+                     "PyTorch's reserved (recorded)": d["peak_reserved_bytes"]}, (peaks, d)
+    assert len(stages) >= len(d["stages"]), (stages, d["stages"])
+    # An RMM log: no segments, no clock: the allocated line only, over the allocation number.
+    pic = os.path.join(out, "rmm.svg")
+    d = json.loads(run("stats", "golden_rmm.csv", "--json", "--svg", pic).stdout)["runs"][0]["devices"][0]
+    lines, peaks, stages, texts = svg_of(pic)
+    assert [n for n, _ in lines] == ["allocated (live bytes)"] and not stages, lines
+    assert peaks["allocated (live bytes)"] == d["peak_allocated_bytes"], (peaks, d)
+    assert "allocation number" in texts, texts
+    # Many events: at most 2000 points a line, the peak still drawn at its height. A planner
+    # CSV of 30,000 lifetimes, a sawtooth whose one tallest tooth is in the middle.
+    csv = os.path.join(out, "many.csv")
+    with open(csv, "w") as f:
+        f.write("id,lower,upper,size\n")
+        for i in range(30000):
+            f.write("%d,%d,%d,%d\n" % (i, 2 * i, 2 * i + 3, (5 << 20) if i == 15001 else (1 << 20) + (i % 7) * 4096))
+    pic = os.path.join(out, "many.svg")
+    j = json.loads(run("simulate", csv, "--json", "--svg", pic).stdout)["devices"][0]
+    lines, peaks, stages, texts = svg_of(pic)
+    assert [n for n, _ in lines] == ["live (requested bytes)", "luma's reserved (default)"], lines
+    assert all(len(pts) <= 2000 for _, pts in lines), [len(p) for _, p in lines]
+    assert peaks["live (requested bytes)"] == j["peak_live_bytes"], (peaks, j["peak_live_bytes"])
+    live_pts = lines[0][1]
+    top = min(y for _, y in live_pts)  # SVG's y grows downwards: the peak is the least y
+    assert sum(1 for _, y in live_pts if y == top) == 1, "the peak's bucket kept its maximum"
+    assert "allocation number" in texts, texts
+    # A bad output: one line, exit 1, nothing written (nor a temporary left behind).
+    for bad in (os.path.join(out, "missing", "x.svg"), out):
+        for cmd in (["simulate", snap], ["stats", snap]):
+            before = sorted(os.listdir(out))
+            p = run(*cmd, "--svg", bad, expect=1)
+            assert len(p.stderr.strip().splitlines()) == 1 and "luma " + cmd[0] + ":" in p.stderr, p.stderr
+            assert sorted(os.listdir(out)) == before, (before, os.listdir(out))
+            assert p.stdout == "", p.stdout
+    # One picture: of one run, one device, one copy of the window.
+    p = run("stats", snap, snap, "--svg", os.path.join(out, "two.svg"), expect=2)
+    assert "--svg draws one run" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    p = run("simulate", snap, "--repeat", "2", "--svg", os.path.join(out, "rep.svg"), expect=2)
+    assert "--repeat" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not os.path.exists(os.path.join(out, "two.svg")) and not os.path.exists(os.path.join(out, "rep.svg"))
+
+
 {"golden": case_golden, "callsites": case_callsites, "stats": case_stats, "exports": case_exports,
  "allocator": case_allocator, "errors": case_errors, "truncated": case_truncated,
  "progress": case_progress,
@@ -900,5 +994,5 @@ def case_expandable():
  "fifo_module": case_fifo_module, "memviz_viewer": case_memviz_viewer,
  "memviz_fields": case_memviz_fields, "memviz_window": case_memviz_window,
  "expandable": case_expandable, "chrome_story": case_chrome_story,
- "torch_stats": case_torch_stats}[CASE]()
+ "torch_stats": case_torch_stats, "svg": case_svg}[CASE]()
 print("ok:", CASE)
