@@ -54,6 +54,15 @@
 
 namespace luma::core {
 
+// -Dcheck=full (core/meson.build defines LUMA_CHECK_FULL): every public call that changes
+// the allocator ends with the whole invariant check (Impl::check_after). Off, the default
+// and every shipped build, the check's call compiles away.
+#ifdef LUMA_CHECK_FULL
+inline constexpr bool kCheckFull = true;
+#else
+inline constexpr bool kCheckFull = false;
+#endif
+
 constexpr Pool other(Pool p) noexcept { return p == Pool::small ? Pool::large : Pool::small; }
 
 inline std::size_t round_up(std::size_t v, std::size_t a) noexcept {
@@ -199,6 +208,13 @@ struct CachingAllocator::Impl {
   static constexpr std::uint64_t kFreeMemories = 256;
 
   std::vector<std::string> check() const;
+
+  // At the end of a public call that changed the allocator, under its lock: in a
+  // check=full build the whole check (O(blocks)), aborting on a failure; else nothing.
+  [[gnu::always_inline]] void check_after(const char* call) const noexcept {
+    if constexpr (kCheckFull) check_or_abort(call);
+  }
+  [[gnu::noinline, gnu::cold]] void check_or_abort(const char* call) const noexcept;
 
   // The block b just became free (and is in no index): it merges with its free
   // neighbours and is indexed. Returns the merged block.

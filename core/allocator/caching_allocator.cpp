@@ -13,6 +13,8 @@
 // their list links), so those misses overlap instead of following one another.
 #include "allocator/allocator_impl.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>  // std::lock_guard
 
@@ -225,6 +227,24 @@ void CachingAllocator::Impl::complete_epoch(const Epoch& e) noexcept {
   }
 }
 
+// A check=full build's check after a call (check_after). A failure aborts there and then:
+// the call that broke an invariant is on the stack (in a debugger or a core file), where
+// a check the test runs later would only say that something before it did; and the
+// allocator's callers cannot handle a broken allocator anyway. The check allocates host
+// memory; when there is none it is skipped (the next call checks again).
+void CachingAllocator::Impl::check_or_abort(const char* call) const noexcept {
+  std::vector<std::string> failures;
+  try {
+    failures = check();
+  } catch (...) {
+    return;
+  }
+  if (failures.empty()) return;
+  for (const std::string& m : failures) std::fprintf(stderr, "luma: allocator check failed after %s: %s\n", call, m.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
 // ---- public interface: lock, then delegate -------------------------------------------
 
 CachingAllocator::CachingAllocator(Device& device, int device_index, const AllocatorOptions& options)
@@ -239,6 +259,7 @@ AllocResult CachingAllocator::allocate(std::size_t bytes) noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   const AllocResult r = impl_->allocate(bytes, false);
   impl_->publish_live();
+  impl_->check_after("allocate");
   return r;
 }
 
@@ -254,6 +275,7 @@ AllocResult CachingAllocator::allocate_own_segment(std::size_t bytes) noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   const AllocResult r = impl_->allocate(bytes, true);
   impl_->publish_live();
+  impl_->check_after("allocate_own_segment");
   return r;
 }
 
@@ -261,6 +283,7 @@ FreeStatus CachingAllocator::free(void* ptr) noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   const FreeStatus r = impl_->free(ptr);
   impl_->publish_live_held();
+  impl_->check_after("free");
   return r;
 }
 
@@ -268,6 +291,7 @@ std::size_t CachingAllocator::empty_cache() noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   const std::size_t released = impl_->empty_cache();
   impl_->publish_live();
+  impl_->check_after("empty_cache");
   return released;
 }
 
@@ -275,12 +299,14 @@ void CachingAllocator::release_all() noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   impl_->release_all();
   impl_->publish_live();
+  impl_->check_after("release_all");
 }
 
 void CachingAllocator::drop_device_memory() noexcept {
   std::lock_guard<AllocatorLock> lock(impl_->mu);
   impl_->drop_device_memory();
   impl_->publish_live();
+  impl_->check_after("drop_device_memory");
 }
 
 bool CachingAllocator::owns(const void* ptr, std::size_t* size) const noexcept {
