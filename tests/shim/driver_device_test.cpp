@@ -10,8 +10,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "device/capture_registry.h"
+#include "device_contract.h"
 #include "device/driver_device.h"
 #include "fake_control.h"
 #include "fake_driver_api.h"
@@ -132,6 +134,20 @@ TEST_F(DriverDeviceVm, OutOfMemoryIsErrorZero) {
   const core::Device::Memory fits = device_->create_memory(2 * page);
   ASSERT_NE(fits.handle, 0u) << fits.error;
   ASSERT_TRUE(device_->release_memory(fits.handle, 2 * page));
+}
+
+// The contract every core::Device keeps (tests/doubles/device_contract.h, as for core's
+// devices in tests/core/device_contract_test.cpp): segments, fences, virtual memory, and
+// out of memory as error 0 under the stand-in's capacity.
+TEST_F(DriverDeviceVm, KeepsTheDeviceContract) {
+  luma_fake_set_capacity(32 * kMiB);
+  core::DeviceContractOptions o;
+  o.too_big = 64 * kMiB;
+  std::string broken;
+  for (const std::string& rule : core::check_device_contract(*device_, o)) broken += "\n  " + rule;
+  EXPECT_TRUE(broken.empty()) << broken;
+  EXPECT_EQ(device_->memories(), 0u);
+  EXPECT_EQ(device_->address_ranges(), 0u);
 }
 
 // What the contract does not allow is refused without a driver call.
