@@ -7,7 +7,9 @@
 // screen; --full adds the size histogram, the largest allocations and every call site.
 // `--json` prints everything as one JSON document. What an input does not record (an RMM
 // log's pid, times, segments) is "n/a" in text and null in JSON, never 0. `--svg F` draws
-// one run's allocated and recorded reserved bytes over time (memory_svg.h).
+// one run's allocated and recorded reserved bytes over time (memory_svg.h); `A B --compare`
+// how B's peaks differ from A's and the call sites and stages that account for it
+// (stats_compare.h).
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -27,6 +29,7 @@
 #include "memory_svg.h"
 #include "recorded_run.h"
 #include "run_stats.h"
+#include "stats_compare.h"
 #include "symbolizer.h"
 
 namespace luma::tools {
@@ -581,6 +584,7 @@ void add_stats_command(CLI::App& app) {
     bool full = false;
     std::vector<std::string> frames;
     std::string svg;
+    bool compare = false;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("TRACE", o->inputs,
@@ -598,6 +602,9 @@ void add_stats_command(CLI::App& app) {
   cmd->add_option("--svg", o->svg,
                   "also draw the run as SVG to this file: bytes allocated and recorded reserved over time, peaks "
                   "marked, a snapshot's stages shaded (one run)");
+  cmd->add_flag("--compare", o->compare,
+                "two runs A B: B's peaks against A's (B - A, bytes and %) and the call sites and stages live at "
+                "the peaks that account for it, largest difference first (--full: every one; --json)");
   cmd->callback([o] {
     FramesOption frames;
     try {
@@ -608,6 +615,14 @@ void add_stats_command(CLI::App& app) {
     }
     if (!o->svg.empty() && o->inputs.size() != 1) {
       std::fprintf(stderr, "luma stats: --svg draws one run: %zu inputs given\n", o->inputs.size());
+      throw ExitCode{kExitUsage};
+    }
+    if (o->compare && o->inputs.size() != 2) {
+      std::fprintf(stderr, "luma stats: --compare takes two runs, A and B: %zu given\n", o->inputs.size());
+      throw ExitCode{kExitUsage};
+    }
+    if (o->compare && !o->svg.empty()) {
+      std::fprintf(stderr, "luma stats: --svg draws one run: it cannot be combined with --compare\n");
       throw ExitCode{kExitUsage};
     }
     std::vector<Input> inputs;
@@ -630,6 +645,13 @@ void add_stats_command(CLI::App& app) {
         inputs.push_back(std::move(in));
       }
       if (!o->svg.empty()) write_memory_svg(o->svg, stats_picture(*inputs.front().run));
+      if (o->compare) {
+        const auto side = [](Input& in) {
+          return CompareSide{in.run.get(), in.sites.get(), &in.stats, in.symbolizer != nullptr};
+        };
+        print_comparison(side(inputs[0]), side(inputs[1]), o->json, o->full);
+        return;
+      }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "luma stats: %s\n", e.what());
       throw ExitCode{kExitFailure};

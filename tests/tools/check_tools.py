@@ -59,6 +59,13 @@ End-to-end checks of `luma stats` and `luma export` (one CASE per meson test):
              peak the text and JSON report, a snapshot's stages shaded, at most 2000 points a
              line with the peak kept; a bad output path is one line and exit 1 with nothing
              written, one picture of several runs or copies is refused (exit 2)
+  compare    `luma stats A B --compare`: the peaks' difference (B - A, bytes and %) equal to
+             what `luma stats --json` gives each run; with --full --json the call-site rows
+             and the stage rows each sum to the difference of the peaks of allocated (and
+             A's and B's bytes to their peaks), largest difference first, 10 rows by default;
+             on two RMM logs written here, two snapshots of tests/torch_snapshot/data, a run
+             against itself, and gpt-medium_128_training against 256 (../shared, skipped
+             with one line when absent); one file or three: one line and exit 2
   outputs    an export follows a link to its target, leaves a user's FILE.tmp alone, writes
              to standard output (-, /dev/stdout) and a FIFO, leaves nothing when it fails
 --update rewrites the expected outputs (review the diff before committing it).
@@ -987,6 +994,99 @@ def case_svg():
     assert not os.path.exists(os.path.join(out, "two.svg")) and not os.path.exists(os.path.join(out, "rep.svg"))
 
 
+def check_comparison(a, b):
+    """--compare --json --full of a and b: every sum as it must be; returns its devices."""
+    j = json.loads(run("stats", a, b, "--compare", "--json", "--full").stdout)
+    assert j["a"]["file"] == a and j["b"]["file"] == b, (j["a"], j["b"])
+    sa = {d["device"]: d for d in json.loads(run("stats", "--json", a).stdout)["runs"][0]["devices"]}
+    sb = {d["device"]: d for d in json.loads(run("stats", "--json", b).stdout)["runs"][0]["devices"]}
+    assert [d["device"] for d in j["devices"]] == sorted(set(sa) | set(sb)), (j["devices"], sa.keys(), sb.keys())
+    for d in j["devices"]:
+        n, peak = d["device"], d["peak_allocated"]
+        pa = sa[n]["peak_allocated_bytes"] if n in sa else 0
+        pb = sb[n]["peak_allocated_bytes"] if n in sb else 0
+        assert (peak["a_bytes"], peak["b_bytes"]) == (pa, pb), (n, peak, pa, pb)
+        assert peak["difference_bytes"] == pb - pa, peak
+        assert peak["difference_percent"] == (None if pa == 0 else 100.0 * (pb - pa) / pa), peak
+        if d["peak_reserved"] is not None:
+            ra = sa[n]["peak_reserved_bytes"] if n in sa else 0
+            rb = sb[n]["peak_reserved_bytes"] if n in sb else 0
+            assert (d["peak_reserved"]["a_bytes"], d["peak_reserved"]["b_bytes"]) == (ra, rb), d["peak_reserved"]
+        rows = d["sites_at_peak"]
+        assert len(rows) == d["sites"], d
+        assert sum(r["difference_bytes"] for r in rows) == peak["difference_bytes"], (n, rows, peak)
+        assert sum(r["a_bytes"] for r in rows) == pa and sum(r["b_bytes"] for r in rows) == pb, (n, rows)
+        assert all(r["difference_bytes"] == r["b_bytes"] - r["a_bytes"] for r in rows), rows
+        mags = [abs(r["difference_bytes"]) for r in rows]
+        assert mags == sorted(mags, reverse=True), mags
+        if d["stages_at_peak"] is not None:
+            st = d["stages_at_peak"]
+            assert sum(r["difference_bytes"] for r in st) == peak["difference_bytes"], (n, st, peak)
+            assert sum(r["a_bytes"] for r in st) == pa and sum(r["b_bytes"] for r in st) == pb, (n, st)
+    # Without --full: the top 10 sites, the same first rows.
+    top = json.loads(run("stats", a, b, "--compare", "--json").stdout)
+    for d, full in zip(top["devices"], j["devices"]):
+        assert d["sites_at_peak"] == full["sites_at_peak"][:10], (d["sites_at_peak"], full["sites_at_peak"][:10])
+    text = run("stats", a, b, "--compare").stdout
+    assert "peak allocated" in text and "B - A" in text, text
+    return j["devices"]
+
+
+def case_compare():
+    out = os.path.join(WORK, "compare")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    # Two RMM logs: A peaks at 300 bytes live, B at 600; no call sites: one row of all.
+    logs = {"a.csv": [("allocate", 0x1000, 100), ("allocate", 0x2000, 200), ("free", 0x1000, 100),
+                      ("allocate", 0x3000, 50)],
+            "b.csv": [("allocate", 0x1000, 100), ("allocate", 0x2000, 500), ("free", 0x2000, 500)]}
+    for name, rows in logs.items():
+        with open(os.path.join(out, name), "w") as f:
+            f.write("Thread,Time,Action,Pointer,Size,Stream\n")
+            for i, (action, ptr, size) in enumerate(rows):
+                f.write("1,10:00:00.%06d,%s,0x%x,%d,0x0\n" % (i + 1, action, ptr, size))
+    a, b = os.path.join(out, "a.csv"), os.path.join(out, "b.csv")
+    (d,) = check_comparison(a, b)
+    assert d["peak_allocated"] == {"a_bytes": 300, "b_bytes": 600, "difference_bytes": 300,
+                                   "difference_percent": 100.0}, d
+    assert d["peak_reserved"] is None and d["stages_at_peak"] is None, d  # an RMM log records neither
+    assert [(r["frames"], r["difference_bytes"]) for r in d["sites_at_peak"]] == [(None, 300)], d
+    (d,) = check_comparison(b, a)
+    assert d["peak_allocated"]["difference_bytes"] == -300 and d["peak_allocated"]["difference_percent"] == -50.0, d
+    # Two snapshots with sites and stages, and a snapshot against itself: no difference anywhere.
+    data = os.path.join(DATA, "..", "torch_snapshot", "data")
+    training, full = os.path.join(data, "training_p4.pickle"), os.path.join(data, "full_p4.pickle")
+    devices = check_comparison(training, full)
+    assert any(d["stages_at_peak"] for d in devices), devices
+    assert any(r["frames"] for d in devices for r in d["sites_at_peak"]), devices
+    for d in check_comparison(training, training):
+        assert d["peak_allocated"]["difference_bytes"] == 0 and d["peak_reserved"]["difference_bytes"] == 0, d
+        assert all(r["difference_bytes"] == 0 for r in d["sites_at_peak"] + (d["stages_at_peak"] or [])), d
+    # Bad use: one run or three, one line and exit 2; --compare draws no picture.
+    for args in ([training], [training, full, training]):
+        p = run("stats", *args, "--compare", expect=2)
+        assert p.stdout == "" and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert "--compare takes two runs" in p.stderr and "%d given" % len(args) in p.stderr, p.stderr
+    p = run("stats", training, full, "--compare", "--svg", os.path.join(out, "x.svg"), expect=2)
+    assert len(p.stderr.strip().splitlines()) == 1 and not os.path.exists(os.path.join(out, "x.svg")), p.stderr
+    # Two shared recordings, sequence length 128 against 256.
+    shared = os.path.join(DATA, "..", "..", "..", "shared", "data", "torch-snapshots")
+    names = ["gpt-medium_128_training", "gpt-medium_256_training"]
+    if not all(os.path.exists(os.path.join(shared, n + ".pickle.gz")) for n in names):
+        print("skipped the shared recordings: %s not here" % os.path.normpath(shared))
+        return
+    import gzip
+    paths = []
+    for n in names:
+        path = os.path.join(out, n + ".pickle")
+        with gzip.open(os.path.join(shared, n + ".pickle.gz")) as src, open(path, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        paths.append(path)
+    (d,) = check_comparison(*paths)
+    assert d["peak_allocated"]["difference_bytes"] > 0 and d["peak_reserved"]["difference_bytes"] > 0, d
+    assert d["stages_at_peak"], d
+
+
 {"golden": case_golden, "callsites": case_callsites, "stats": case_stats, "exports": case_exports,
  "allocator": case_allocator, "errors": case_errors, "truncated": case_truncated,
  "progress": case_progress,
@@ -994,5 +1094,5 @@ def case_svg():
  "fifo_module": case_fifo_module, "memviz_viewer": case_memviz_viewer,
  "memviz_fields": case_memviz_fields, "memviz_window": case_memviz_window,
  "expandable": case_expandable, "chrome_story": case_chrome_story,
- "torch_stats": case_torch_stats, "svg": case_svg}[CASE]()
+ "torch_stats": case_torch_stats, "svg": case_svg, "compare": case_compare}[CASE]()
 print("ok:", CASE)
