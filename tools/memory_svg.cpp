@@ -220,6 +220,8 @@ std::string memory_svg(const MemoryPicture& picture, std::size_t max_points) {
                        xml_escape(s.label), color, s.kind == MemorySeries::Kind::live ? "1.5" : "1.2",
                        s.constant ? " stroke-dasharray=\"6,4\"" : "", pts);
   }
+  // Peak labels moved down until they overlap no label placed before (peaks often meet).
+  std::vector<std::pair<double, double>> placed;  // each label's left x and baseline
   for (std::size_t i = 0; i < picture.series.size(); ++i) {
     const MemorySeries& s = picture.series[i];
     if (s.points.empty()) continue;
@@ -229,9 +231,20 @@ std::string memory_svg(const MemoryPicture& picture, std::size_t max_points) {
     out += fmt::format("<circle class=\"peak\" data-series=\"{}\" data-bytes=\"{}\" cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\" "
                        "stroke=\"#000\"><title>peak {}</title></circle>\n",
                        xml_escape(s.label), peak.bytes, num(x), num(y), colors[i], bytes_label(peak.bytes));
-    out += fmt::format("<text class=\"peak-label\" x=\"{}\" y=\"{}\" text-anchor=\"{}\" fill=\"{}\">{}</text>\n",
-                       num(x + (x > kRight - 100 ? -6 : 6)), num(y - 6 - 13.0 * double(i % 3)),
-                       x > kRight - 100 ? "end" : "start", colors[i], bytes_label(peak.bytes));
+    const bool left = x > kRight - 100;
+    const double lx = left ? x - 6 - 70 : x + 6;
+    double ly = std::max(y - 6, kTop + 10);
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const auto& [px, py] : placed)
+        if (std::fabs(px - lx) < 80 && std::fabs(py - ly) < 13) {
+          ly = py + 13;
+          moved = true;
+        }
+    }
+    placed.push_back({lx, ly});
+    out += fmt::format("<text class=\"peak-label\" x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>\n", num(lx), num(ly),
+                       colors[i], bytes_label(peak.bytes));
   }
 
   // The legend: each series with its peak, then the stages.
@@ -243,7 +256,9 @@ std::string memory_svg(const MemoryPicture& picture, std::size_t max_points) {
     for (const MemoryPoint& p : s.points) peak = std::max(peak, p.bytes);
     out += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" stroke-width=\"3\"{4}/>\n",
                        num(kLegendX), num(ly), num(kLegendX + 22), colors[i], s.constant ? " stroke-dasharray=\"6,4\"" : "");
-    out += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", num(kLegendX + 28), num(ly + 4), xml_escape(s.label));
+    const std::string label = s.label.size() > 44 ? s.label.substr(0, 43) + "..." : s.label;
+    out += fmt::format("<text x=\"{}\" y=\"{}\">{}<title>{}</title></text>\n", num(kLegendX + 28), num(ly + 4),
+                       xml_escape(label), xml_escape(s.label));
     out += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#555\">peak {}</text>\n", num(kLegendX + 28), num(ly + 18),
                        bytes_label(peak));
     ly += 36;
