@@ -25,7 +25,8 @@ struct MachineryFrame {
 //    `_frame_filter` (pytorch/pytorch at 0044eb6704e6, checked in this project's source
 //    search): omit_functions "unwind::unwind", "CapturedTraceback::gather",
 //    "gather_with_cpp", "_start", "__libc_start_main", "PyEval_", "PyObject_",
-//    "PyFunction_" (names containing them) and omit_filenames "core/boxing", "/Register",
+//    "PyFunction_" (names containing them) and omit_filenames "ATen/core/boxing" (its
+//    string starts at "core"), "/Register",
 //    "/Redispatch", "pythonrun.c", "Modules/main.c", "Objects/call.c",
 //    "Objects/methodobject.c", "pycore_ceval.h", "ceval.c", "cpython/abstract.h" (files
 //    containing them). Here they apply to C++ frames only (a Python function of the

@@ -58,14 +58,14 @@ struct PlanInput {
 };
 
 // A PyTorch snapshot: its devices' allocations as lifetimes on each op's position, and a
-// note for each device whose window did not see the run's start.
+// note for each device whose window did not see the run's start or is not a whole device's.
 PlanInput snapshot_input(const core::TorchSnapshot& snapshot, const std::string& path) {
   PlanInput in;
   in.lifetimes = torch_snapshot_lifetimes(snapshot);
   for (const core::TorchDevice& d : snapshot.devices)
-    if (d.incomplete && !d.sequence.ops.empty())
-      in.notes.push_back(fmt::format("{}: device {}: {}", path, d.sequence.device,
-                                     incomplete_window_line(torch_window(d))));
+    if (!d.sequence.ops.empty())
+      for (const std::string& line : window_lines(torch_window(d, snapshot.note)))
+        in.notes.push_back(fmt::format("{}: device {}: {}", path, d.sequence.device, line));
   return in;
 }
 

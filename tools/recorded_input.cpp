@@ -46,7 +46,7 @@ RecordedInput from_snapshot(core::TorchSnapshot snapshot) {
   in.sim.format = std::string(core::TorchSnapshotReader::kFormatName);
   for (core::TorchDevice& d : snapshot.devices) {
     if (d.sequence.ops.empty()) continue;
-    in.torch.push_back(torch_window(d));
+    in.torch.push_back(torch_window(d, snapshot.note));
     in.sim.devices.push_back(std::move(d.sequence));  // the allocations (and frames) stay
   }
   in.snapshot = std::make_shared<const core::TorchSnapshot>(std::move(snapshot));
@@ -57,8 +57,11 @@ RecordedInput from_snapshot(core::TorchSnapshot snapshot) {
 
 bool is_torch_snapshot(std::string_view head) { return core::TorchSnapshotReader::accepts(head); }
 
-TorchWindow torch_window(const core::TorchDevice& d) {
-  return {d.incomplete, d.blocks_before_window, d.recorded_reserved_start_bytes, d.recorded_peak_reserved_bytes};
+TorchWindow torch_window(const core::TorchDevice& d, const std::string& snapshot_note) {
+  TorchWindow w{d.incomplete, d.blocks_before_window, d.recorded_reserved_start_bytes, d.recorded_peak_reserved_bytes, {}};
+  if (!snapshot_note.empty()) w.notes.push_back(snapshot_note);
+  if (!d.lacks.empty()) w.notes.push_back(d.lacks);
+  return w;
 }
 
 std::string incomplete_window_line(const TorchWindow& w) {
@@ -68,6 +71,13 @@ std::string incomplete_window_line(const TorchWindow& w) {
   if (w.reserved_before_window != 0)
     line += fmt::format(" (PyTorch held {} reserved then)", core::format_bytes(w.reserved_before_window));
   return line;
+}
+
+std::vector<std::string> window_lines(const TorchWindow& w) {
+  std::vector<std::string> lines;
+  if (w.incomplete) lines.push_back(incomplete_window_line(w));
+  lines.insert(lines.end(), w.notes.begin(), w.notes.end());
+  return lines;
 }
 
 RecordedInput read_recorded_input(const std::string& path) {

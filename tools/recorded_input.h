@@ -26,6 +26,10 @@ struct TorchWindow {
   std::uint64_t blocks_before_window = 0;    // live when it began: replayed from that state
   std::uint64_t reserved_before_window = 0;  // PyTorch's reserved bytes when it began
   std::uint64_t recorded_peak_reserved = 0;  // PyTorch's peak reserved over the window
+  // What the figures are made of where the recording was not a whole device's, one line
+  // each: a MemPool snapshot's note (reserved from that pool's segments), what a window
+  // recorded with skip_actions lacks (core/torch_snapshot/torch_snapshot.h).
+  std::vector<std::string> notes;
 };
 
 struct RecordedInput {
@@ -45,12 +49,16 @@ bool is_torch_snapshot(std::string_view head);
 // file and the line, byte offset or field at fault.
 RecordedInput read_recorded_input(const std::string& path);
 
-// The window of one snapshot device.
-TorchWindow torch_window(const core::TorchDevice& device);
+// The window of one snapshot device (with the snapshot's note, where it has one).
+TorchWindow torch_window(const core::TorchDevice& device, const std::string& snapshot_note = {});
 
 // "the trace is incomplete: N blocks were live when the recording window began; replayed
 // from that state" (and the bytes PyTorch held reserved then, when it held any).
 std::string incomplete_window_line(const TorchWindow& window);
+
+// The lines a command prints about a snapshot device's window before its figures: that it
+// was incomplete (as above) and its notes; none for a whole window of a whole device.
+std::vector<std::string> window_lines(const TorchWindow& window);
 
 // A snapshot's allocations as the planner's lifetimes, per device: each op's position in
 // its device's sequence is the time (an allocation live from its op to its free's op; one

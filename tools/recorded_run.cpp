@@ -206,7 +206,7 @@ void RecordedRun::read_snapshot(core::TorchSnapshot snapshot) {
 std::optional<TorchWindow> RecordedRun::torch_window(int device) const {
   if (snapshot_)
     for (const core::TorchDevice& d : snapshot_->devices)
-      if (d.sequence.device == device) return tools::torch_window(d);
+      if (d.sequence.device == device) return tools::torch_window(d, snapshot_->note);
   return std::nullopt;
 }
 

@@ -187,7 +187,8 @@ void print_text(const SimulateOptions& o, const std::string& format, const core:
   fmt::print("{}: {}, device {}: {} allocations, {} frees{}\n", o.input, format, seq.device,
              grouped(seq.allocations), grouped(seq.frees),
              seq.has_times ? fmt::format(" over {:.3f} s", double(span) / 1e9) : " (no clock)");
-  if (torch && torch->incomplete) fmt::print("{}\n", incomplete_window_line(*torch));
+  if (torch)
+    for (const std::string& line : window_lines(*torch)) fmt::print("{}\n", line);
   fmt::print("peak live {} B: the planner's lower bound, no allocator can hold less\n", grouped(seq.peak_live));
   if (torch)
     fmt::print("PyTorch's recorded peak reserved {} B ({:.3f} x peak live): what its caching allocator held for "
@@ -371,6 +372,7 @@ nlohmann::json device_json(const core::SimSequence& seq, const std::optional<Tor
                         {"allocations", seq.allocations},
                         {"recorded_peak_reserved_bytes", recorded(torch ? torch->recorded_peak_reserved : 0)},
                         {"incomplete", recorded(torch && torch->incomplete)},
+                        {"window_notes", recorded(torch ? torch->notes : std::vector<std::string>{})},
                         {"blocks_before_window", recorded(torch ? torch->blocks_before_window : 0)},
                         {"frees", seq.frees},
                         {"has_clock", seq.has_times},

@@ -498,6 +498,7 @@ void print_json(const Search& s) {
         {"recorded_peak_reserved_bytes",
          run.torch ? nlohmann::json(run.torch->recorded_peak_reserved) : nlohmann::json(nullptr)},
         {"incomplete", run.torch ? nlohmann::json(run.torch->incomplete) : nlohmann::json(nullptr)},
+        {"window_notes", run.torch ? nlohmann::json(run.torch->notes) : nlohmann::json(nullptr)},
         {"blocks_before_window",
          run.torch ? nlohmann::json(run.torch->blocks_before_window) : nlohmann::json(nullptr)},
         {"default", figures_json(s, s.defaults, r, s.x_default[r])},
@@ -580,7 +581,8 @@ void print_text(const Search& s) {
     fmt::print("run {}: {} ({}), device {}: {} allocations, peak live {} B\n", r + 1, run.input, run.format,
                seq.device, grouped(seq.allocations), grouped(seq.peak_live));
     fmt::print("  free path: {}\n", paths_text(core::free_paths(seq, s.options_of(s.candidates[s.defaults]))));
-    if (run.torch && run.torch->incomplete) fmt::print("  {}\n", incomplete_window_line(*run.torch));
+    if (run.torch)
+      for (const std::string& line : window_lines(*run.torch)) fmt::print("  {}\n", line);
   }
   fmt::print("searched (LUMA_CONF keys; * the default):\n");
   const core::AllocatorOptions defaults;

@@ -158,6 +158,7 @@ nlohmann::json device_json(Input& in, const DeviceRunStats& d) {
     out["stages"] = stages;
     out["stages_at_peak"] = d.stages_at_peak;
     out["incomplete"] = window->incomplete;
+    out["window_notes"] = window->notes;
     out["blocks_before_window"] = window->blocks_before_window;
     out["reserved_before_window_bytes"] = window->reserved_before_window;
   }
@@ -411,8 +412,8 @@ void print_text(std::vector<Input>& inputs, const Shown& shown) {
                  "mid-write, or the writer dropped events)\n", in.stats.unwritten_slots);
     for (const auto& d : in.stats.devices) {
       fmt::print("device {}:\n", d.device);
-      if (const std::optional<TorchWindow> w = in.run->torch_window(d.device); w && w->incomplete)
-        fmt::print("  {}\n", incomplete_window_line(*w));
+      if (const std::optional<TorchWindow> w = in.run->torch_window(d.device))
+        for (const std::string& line : window_lines(*w)) fmt::print("  {}\n", line);
       fmt::print("  peak allocated     {} at event {}", bytes_text(d.peak_allocated),
                  d.peak_index);
       if (times) fmt::print(" ({:.6f} s after start)", d.peak_time_ns / 1e9);

@@ -1087,6 +1087,28 @@ def case_compare():
     assert d["stages_at_peak"], d
 
 
+def case_window_notes():
+    """A snapshot that is not a whole device's says what its figures are made of: a MemPool
+    snapshot's pool, a skip_actions window's gaps, in every command's text and JSON; a whole
+    window says nothing."""
+    data = os.path.join(DATA, "..", "torch_snapshot", "data")
+    want = {"mempool_traces_p4": "reserved from pool (1,0)'s segments only",
+            "skip_actions_p4": "window lacks free_requested"}
+    for name, phrase in want.items():
+        snap = os.path.join(data, name + ".pickle")
+        for cmd in (["simulate"], ["stats"], ["plan", "--strategy", "greedy"]):
+            p = run(*cmd, snap)
+            assert phrase in p.stdout + p.stderr, (cmd, name, p.stdout[-1500:], p.stderr[-1500:])
+        sim = json.loads(run("simulate", "--json", snap).stdout)["devices"][0]
+        assert any(phrase in n for n in sim["window_notes"]), sim["window_notes"]
+        st = json.loads(run("stats", "--json", snap).stdout)["runs"][0]["devices"][0]
+        assert any(phrase in n for n in st["window_notes"]), st["window_notes"]
+    whole = os.path.join(data, "training_p4.pickle")
+    assert json.loads(run("simulate", "--json", whole).stdout)["devices"][0]["window_notes"] == []
+    p = run("simulate", whole)
+    assert "segments only" not in p.stdout and "window lacks" not in p.stdout, p.stdout
+
+
 {"golden": case_golden, "callsites": case_callsites, "stats": case_stats, "exports": case_exports,
  "allocator": case_allocator, "errors": case_errors, "truncated": case_truncated,
  "progress": case_progress,
@@ -1094,5 +1116,6 @@ def case_compare():
  "fifo_module": case_fifo_module, "memviz_viewer": case_memviz_viewer,
  "memviz_fields": case_memviz_fields, "memviz_window": case_memviz_window,
  "expandable": case_expandable, "chrome_story": case_chrome_story,
- "torch_stats": case_torch_stats, "svg": case_svg, "compare": case_compare}[CASE]()
+ "torch_stats": case_torch_stats, "svg": case_svg, "compare": case_compare,
+ "window_notes": case_window_notes}[CASE]()
 print("ok:", CASE)
