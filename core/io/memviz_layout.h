@@ -1,7 +1,7 @@
 // memviz_layout.h - the dicts of PyTorch's memory snapshot (torch.cuda.memory._snapshot(),
 // read by torch/utils/viz/MemoryViz.js and torch.cuda._memory_viz) with PyTorch's keys,
 // types and units, written once for the two writers of such snapshots: `luma export
-// --format memviz` (a whole trace, tools/memviz_export.cpp) and libluma.so's snapshot at an
+// --format memviz` (a whole trace, tools/exports/memviz_export.cpp) and libluma.so's snapshot at an
 // out-of-memory error (io/oom_snapshot.h). docs/memviz.md lists the fields and their
 // sources; tests/io/check_memviz.py checks them.
 //

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """check_layers_test.py - core/check_layers.py, the build's rule that each part of core/
-and of shim/ includes only the parts it may: on a small tree made here, an allowed include
+of shim/ and of tools/ includes only the parts it may: on a small tree made here, an allowed include
 passes and writes its output, a forbidden one fails naming the file, the line and the
 rule, a folder's include of a root header (shim/'s serving layer) fails, and a folder the
 graph does not name fails too. And the graphs docs/architecture.md states ("core part |
 may include", "shim part | may include") are the ones core/meson.build and
-shim/meson.build build with (`core_layers`, `shim_layers`).
+shim/meson.build build with (`core_layers`, `shim_layers`), and tools/README.md's
+("tools part | may include") the one tools/meson.build builds with (`tools_layers`).
 Usage: check_layers_test.py SOURCE_ROOT
 """
 import os
@@ -41,10 +42,10 @@ def meson_graph(root, tree_name="core"):
             for m in re.finditer(r"'([a-z_]+)':\s*\[([^\]]*)\]", body)}
 
 
-def doc_graph(root, tree_name="core"):
-    """The table "| <tree> part | may include |" of docs/architecture.md."""
+def doc_graph(root, tree_name="core", doc=os.path.join("docs", "architecture.md")):
+    """The table "| <tree> part | may include |" of docs/architecture.md (or of doc)."""
     graph = {}
-    with open(os.path.join(root, "docs", "architecture.md"), encoding="utf-8") as f:
+    with open(os.path.join(root, doc), encoding="utf-8") as f:
         rows = f.read().split(f"| {tree_name} part | may include |", 1)[1].splitlines()[2:]
     for row in rows:
         if not row.startswith("|"):
@@ -114,11 +115,13 @@ def main():
                rc != 0 and "shim/device/bad.cpp:2: shim/device/ may not include shim/'s root headers" in err,
                repr(err))
 
-    for name, least in (("core", 10), ("shim", 8)):
-        built, stated = meson_graph(root, name), doc_graph(root, name)
+    for name, least, doc in (("core", 10, os.path.join("docs", "architecture.md")),
+                             ("shim", 8, os.path.join("docs", "architecture.md")),
+                             ("tools", 5, os.path.join("tools", "README.md"))):
+        built, stated = meson_graph(root, name), doc_graph(root, name, doc)
         expect(f"{name}/meson.build's graph was read", len(built) >= least, repr(built))
-        expect(f"docs/architecture.md states the {name} graph the build checks", built == stated,
-               f"{name}/meson.build {built} docs/architecture.md {stated}")
+        expect(f"{doc} states the {name} graph the build checks", built == stated,
+               f"{name}/meson.build {built} {doc} {stated}")
 
     for f in failures:
         print("FAIL", f)

@@ -3,7 +3,7 @@
 
 Three checks; each problem is one line, and any problem fails the test (exit 1).
 
-1. Folder maps. For core/ and shim/ and each of their subfolders, tools/ and tests/programs/:
+1. Folder maps. For core/, shim/ and tools/ and each of their subfolders, and tests/programs/:
    the folder has a README.md, and every file in it (not in its subfolders, which have
    their own) is named there in backquotes, as `name` or, for a header and its source,
    `stem.*`. A file added without a line in its folder's map fails here, so the maps stay
@@ -68,9 +68,8 @@ C_LIKE = (".cpp", ".h", ".cu", ".cuh", ".c", ".mjs", ".map", ".map.in")
 # ---- 1 and 2: the folder maps ------------------------------------------------------------
 
 def mapped_folders(root):
-    yield "tools"
     yield os.path.join("tests", "programs")
-    for top in ("core", "shim"):
+    for top in ("core", "shim", "tools"):
         for dirpath, dirnames, _ in os.walk(os.path.join(root, top)):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             yield os.path.relpath(dirpath, root)

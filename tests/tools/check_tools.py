@@ -199,7 +199,7 @@ def case_stats():
 
 
 # Frames that are never a site's first: the recorder's, the allocator's, the dispatcher's,
-# CPython's, nn.Module's call wrappers (tools/call_sites.cpp has the whole table).
+# CPython's, nn.Module's call wrappers (tools/report/call_sites.cpp has the whole table).
 NOT_FIRST = ("unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "CUDACachingAllocator",
              "at::detail::empty_", "empty_strided_cuda", "c10::impl::", "c10::Dispatcher", "at::_ops::",
              "_PyEval_", "PyObject_", "__libc_start_main")

@@ -1,5 +1,5 @@
 // trace_lifetime_reader.cpp - see trace_lifetime_reader.h. The lifetimes match
-// `luma export --format csv` (tools/lifetimes_export.cpp): same indices, same sizes.
+// `luma export --format csv` (tools/exports/lifetimes_export.cpp): same indices, same sizes.
 #include "planner/input/trace_lifetime_reader.h"
 
 #include <iterator>
