@@ -1105,6 +1105,24 @@ def case_window_notes():
         assert any(phrase in n for n in st["window_notes"]), st["window_notes"]
     whole = os.path.join(data, "training_p4.pickle")
     assert json.loads(run("simulate", "--json", whole).stdout)["devices"][0]["window_notes"] == []
+    # simulate's "at the peak" names the recorded stage luma's peak falls in; luma stats names
+    # the one of the recorded peak: in this recording both are the optimizer step's.
+    stats_stage = json.loads(run("stats", "--json", whole).stdout)["runs"][0]["devices"][0]["stages_at_peak"]
+    for conf in ([], ["--conf", "expandable_segments:1"]):
+        sim = json.loads(run("simulate", "--json", whole, *conf).stdout)["devices"][0]["runs"][0]
+        assert sim["at_peak"]["stages"] == stats_stage == ["Optimizer.step#AdamW.step"], (conf, sim["at_peak"])
+    p = run("simulate", whole)
+    assert any(l.split() == ["in", "stage", "Optimizer.step#AdamW.step"] for l in p.stdout.splitlines()), p.stdout
+    # Without recorded stages there is no such row, and no key.
+    rmm = os.path.join(DATA, "torch_train.rmm.csv.gz")
+    if os.path.exists(rmm):
+        import gzip
+        plain = os.path.join(WORK, "torch_train.rmm.csv")
+        with gzip.open(rmm) as src, open(plain, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        sim = json.loads(run("simulate", "--json", plain).stdout)["devices"][0]["runs"][0]
+        assert "stages" not in sim["at_peak"], sim["at_peak"]
+        assert "in stage" not in run("simulate", plain).stdout
     p = run("simulate", whole)
     assert "segments only" not in p.stdout and "window lacks" not in p.stdout, p.stdout
 
