@@ -62,7 +62,7 @@ constexpr std::size_t kPrefetchAboveBlocks = (std::size_t{1} << 20) / sizeof(Blo
   const Pool p = b->pool;
   const bool was_split = b->is_split();
   if (!was_split) [[unlikely]]
-    segments.idle(p).remove(whole_segment(b));
+    segments.no_longer_idle(whole_segment(b));
   const std::size_t remaining = b->size - rounded;
   if (!free_blocks.oversize(rounded) && remaining >= opt.min_split) {
     Block* r = blocks.get();
@@ -188,7 +188,7 @@ constexpr std::size_t kPrefetchAboveBlocks = (std::size_t{1} << 20) / sizeof(Blo
 void CachingAllocator::Impl::became_whole(Block* b) noexcept {
   Segment* s = segments.of_first(b);  // its first block: b->prev == nullptr
   b->requested = reinterpret_cast<std::uintptr_t>(s);
-  segments.idle(b->pool).push_back(s);
+  segments.became_idle(s);
 }
 
 // Makes every block of an epoch free (its fence, if any, is done and released by now).

@@ -78,7 +78,7 @@ Block* CachingAllocator::Impl::grow(Pool p, std::size_t rounded, int* error, boo
   ++stats.num_device_alloc;
   emit(EventKind::segment_reserve, s->base, size, 0);
   b->requested = reinterpret_cast<std::uintptr_t>(s);  // see became_whole
-  segments.idle(p).push_back(s);  // wholly free until take() cuts it
+  segments.became_idle(s);  // wholly free until take() cuts it
   free_blocks.insert(b);
   return b;
 }

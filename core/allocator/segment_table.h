@@ -83,9 +83,13 @@ class SegmentTable {
   // The segment whose first block is b (b->prev == nullptr).
   [[gnu::always_inline]] Segment* of_first(const Block* b) const noexcept { return of_first_[b->self]; }
 
-  // The wholly free segments of pool p, in the order they became so.
-  [[gnu::always_inline]] IdleSegments& idle(Pool p) noexcept { return idle_[pool_index(p)]; }
+  // The wholly free segments of pool p, in the order they became so: read-only, so that
+  // only the table lists and unlists them (became_idle, no_longer_idle, remove).
   const IdleSegments& idle(Pool p) const noexcept { return idle_[pool_index(p)]; }
+  // s (listed) became wholly free: it goes to the back of its pool's idle list.
+  [[gnu::always_inline]] void became_idle(Segment* s) noexcept { idle_[pool_index(s->pool)].push_back(s); }
+  // s (idle) is no longer wholly free: a block of it is taken.
+  [[gnu::always_inline]] void no_longer_idle(Segment* s) noexcept { idle_[pool_index(s->pool)].remove(s); }
 
   template <class F>
   void for_each(F&& f) const {
