@@ -48,16 +48,6 @@ struct Shown {
   bool full = false;  // the histogram, the largest allocations, every site
 };
 
-std::string bytes_text(std::uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.2f} {}", v, units[u]);
-}
 
 nlohmann::json frames_json(Input& in, std::uint32_t site) {
   nlohmann::json frames = nlohmann::json::array();

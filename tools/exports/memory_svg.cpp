@@ -12,16 +12,6 @@
 
 namespace luma::tools {
 
-namespace {
-
-// The plot's box inside the picture; the legend to its right.
-constexpr double kWidth = 1200, kHeight = 640;
-constexpr double kLeft = 80, kRight = 880, kTop = 50, kBottom = 580;
-constexpr double kLegendX = 900;
-
-const char* const kSimColors[] = {"#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
-const char* const kStageColors[] = {"#ffd966", "#a4c2f4", "#b6d7a8", "#ea9999", "#d5a6bd", "#f9cb9c", "#a2c4c9"};
-
 std::string xml_escape(const std::string& text) {
   std::string out;
   out.reserve(text.size());
@@ -37,6 +27,17 @@ std::string xml_escape(const std::string& text) {
   }
   return out;
 }
+
+namespace {
+
+// The plot's box inside the picture; the legend to its right.
+constexpr double kWidth = 1200, kHeight = 640;
+constexpr double kLeft = 80, kRight = 880, kTop = 50, kBottom = 580;
+constexpr double kLegendX = 900;
+
+const char* const kSimColors[] = {"#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
+const char* const kStageColors[] = {"#ffd966", "#a4c2f4", "#b6d7a8", "#ea9999", "#d5a6bd", "#f9cb9c", "#a2c4c9"};
+
 
 std::string num(double v) { return fmt::format("{:.1f}", v); }
 

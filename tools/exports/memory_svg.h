@@ -47,6 +47,9 @@ inline constexpr std::size_t kMemorySvgPoints = 2000;
 
 // The SVG text: <polyline class="series"> per series (data-series its label), a <circle
 // class="peak"> at each one's peak, <rect class="stage"> per stage range.
+// Text made safe inside an SVG (XML) element or attribute: < > & " ' escaped.
+std::string xml_escape(const std::string& text);
+
 std::string memory_svg(const MemoryPicture& picture, std::size_t max_points = kMemorySvgPoints);
 
 // Writes memory_svg(picture) to `path` whole or not at all (core::OutputFile). Throws

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "io/output_file.h"
+#include "exports/memory_svg.h"
 #include "exports/plan_files.h"
 
 namespace luma::tools {
@@ -18,21 +19,6 @@ namespace {
 constexpr double kWidth = 1000, kHeight = 500, kMargin = 70, kGapBetweenPanels = 40;
 
 // Text inside an element: a buffer id is the input's own text and may hold < & " '.
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string num(double v) {
   char buf[32];

@@ -17,6 +17,17 @@
 
 namespace luma::tools {
 
+std::string bytes_text(std::uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.2f} {}", v, units[u]);
+}
+
 namespace {
 
 constexpr std::size_t kRowsShown = 10;
@@ -156,16 +167,6 @@ std::map<int, DevicePeak> peaks_of(const CompareSide& side) {
   return out;
 }
 
-std::string bytes_text(std::uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.2f} {}", v, units[u]);
-}
 
 std::string signed_bytes(std::int64_t d) {
   const std::uint64_t mag = d < 0 ? std::uint64_t(0) - std::uint64_t(d) : std::uint64_t(d);

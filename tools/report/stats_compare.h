@@ -26,6 +26,9 @@ struct CompareSide {
   bool symbolized = false;  // its sites' addresses were named (a trace with mappings)
 };
 
+// Bytes as luma stats prints them: "512 B", "1.50 MiB" (two decimals, binary units).
+std::string bytes_text(std::uint64_t bytes);
+
 // Prints the comparison of B against A on standard output.
 void print_comparison(CompareSide a, CompareSide b, bool json, bool full);
 
